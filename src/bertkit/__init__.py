@@ -1,0 +1,33 @@
+"""bertkit: a complete, fast, practical BERT system.
+
+The public API mirrors Hugging Face names: `BertConfig`, `BertModel`,
+`BertForPreTraining`, `Tokenizer` with `from_pretrained` / `save_pretrained`.
+Heavy modules are imported lazily so `bertkit --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "BertConfig": "bertkit.config",
+    "BertModel": "bertkit.model",
+    "BertForPreTraining": "bertkit.model",
+    "BertModelOutput": "bertkit.model",
+    "BertForPreTrainingOutput": "bertkit.model",
+    "Tokenizer": "bertkit.tokenization",
+    "embed": "bertkit.features",
+    "fill_mask": "bertkit.fill_mask",
+    "BertkitError": "bertkit.errors",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

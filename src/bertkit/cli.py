@@ -1,0 +1,56 @@
+"""The `bertkit` command line: subcommands map onto plain typed library functions.
+
+Each command module exposes `add_parser(subparsers)` which registers its subcommand
+and sets `func` to a callable taking the parsed namespace. User errors
+(`BertkitError`, bad files, bad arguments) print one line and exit 1; `--debug` shows
+the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from bertkit.errors import BertkitError
+
+# One line per command family; a new family is one module plus one line here.
+COMMAND_MODULES = [
+    "bertkit.commands.demo",
+    "bertkit.commands.embed",
+    "bertkit.commands.fill_mask",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertkit", description="BERT tokenizers, models, pre-training and fine-tuning.")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        result = args.func(args)
+    except BertkitError as exc:
+        if args.debug:
+            raise
+        print(f"bertkit: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bertkit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

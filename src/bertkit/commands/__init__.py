@@ -1,0 +1,1 @@
+"""CLI subcommands: each module registers one command (family) via add_parser."""
