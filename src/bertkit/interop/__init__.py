@@ -1,0 +1,1 @@
+"""Checkpoint interop: the Hugging Face layout (config.json + safetensors / .bin)."""

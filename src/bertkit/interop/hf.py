@@ -1,0 +1,112 @@
+"""Load and save model weights in the Hugging Face layout.
+
+Keys need no translation table because bertkit's module names are HF's. The few
+differences live in `_canonical_key`: legacy TF-port names (LayerNorm gamma/beta),
+buffers HF sometimes stores (position_ids), and the MLM decoder, which HF stores as a
+tied copy of the word embeddings and which bertkit ties functionally.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from bertkit.errors import BertkitError
+
+SAFETENSORS_NAME = "model.safetensors"
+PYTORCH_NAME = "pytorch_model.bin"
+
+# Keys HF may store that carry no learned state of their own in bertkit.
+_DERIVED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids", "cls.predictions.decoder.weight",
+                 "cls.predictions.decoder.bias")
+
+
+def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """Read model.safetensors (preferred) or pytorch_model.bin without executing pickled code."""
+    if not directory.is_dir():
+        raise BertkitError(f"{directory}: no such model directory")
+    path = directory / SAFETENSORS_NAME
+    if path.exists():
+        try:
+            return load_file(path, device="cpu"), path
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+            raise BertkitError(f"{path}: corrupt or truncated safetensors file ({exc})") from None
+    path = directory / PYTORCH_NAME
+    if path.exists():
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # unpickling errors come in many types
+            raise BertkitError(f"{path}: cannot read weights safely ({str(exc).splitlines()[0]})") from None
+        if not isinstance(state, dict):
+            raise BertkitError(f"{path}: expected a state dict of tensors")
+        return state, path
+    raise BertkitError(f"{directory}: no {SAFETENSORS_NAME} or {PYTORCH_NAME} found")
+
+
+def _canonical_key(key: str) -> str:
+    if key.endswith(".gamma"):
+        return key[: -len("gamma")] + "weight"
+    if key.endswith(".beta"):
+        return key[: -len("beta")] + "bias"
+    return key
+
+
+def _align_prefix(state: dict[str, torch.Tensor], backbone_prefix: str) -> dict[str, torch.Tensor]:
+    """Map checkpoint keys onto the model's naming: add or strip the "bert." prefix.
+
+    A bare `BertModel` checkpoint has no prefix; one saved from a model with heads
+    (BertForPreTraining, BertForMaskedLM, ...) prefixes backbone keys with "bert.".
+    """
+    has_prefix = any(k.startswith("bert.") for k in state)
+    if backbone_prefix and not has_prefix:
+        return {(k if k.startswith("cls.") else backbone_prefix + k): v for k, v in state.items()}
+    if not backbone_prefix and has_prefix:
+        return {k.removeprefix("bert."): v for k, v in state.items()}
+    return state
+
+
+def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: bool = True) -> dict[str, list[str]]:
+    """Load checkpoint weights into `model`; returns {"missing_keys", "unexpected_keys"}.
+
+    Shapes must match exactly. Missing keys outside the model's head prefixes (i.e. in
+    the backbone) raise `BertkitError` when `strict`.
+    """
+    raw, path = read_state_dict(directory)
+    state = {_canonical_key(k): v for k, v in raw.items()}
+    state = _align_prefix(state, model.backbone_prefix)
+    state = {k: v for k, v in state.items() if not k.endswith(_DERIVED_KEYS)}
+    expected = model.state_dict()
+    for key, tensor in state.items():
+        if key in expected and tuple(tensor.shape) != tuple(expected[key].shape):
+            raise BertkitError(
+                f"{path}: shape mismatch for {key!r}: checkpoint {tuple(tensor.shape)} vs model "
+                f"{tuple(expected[key].shape)} (does config.json match the weights?)"
+            )
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    missing_backbone = [k for k in missing if not k.startswith(model.head_prefixes or ("\0",))]
+    if strict and missing_backbone:
+        shown = ", ".join(missing_backbone[:3]) + (" ..." if len(missing_backbone) > 3 else "")
+        raise BertkitError(f"{path}: {len(missing_backbone)} backbone weights missing ({shown})")
+    model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
+    return {"missing_keys": missing, "unexpected_keys": unexpected}
+
+
+def save_pretrained_weights(model: torch.nn.Module, directory: Path) -> Path:
+    """Write model.safetensors atomically (temp file + os.replace)."""
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    path = directory / SAFETENSORS_NAME
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{SAFETENSORS_NAME}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(state, tmp, metadata={"format": "pt"})
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

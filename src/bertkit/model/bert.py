@@ -1,0 +1,164 @@
+"""The BERT backbone (`BertModel`) and `BertForPreTraining` (backbone + MLM + NSP heads).
+
+Module attribute names equal Hugging Face's state-dict keys, so a checkpoint loads
+with a key-set check rather than a translation table (see bertkit.interop.hf).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.heads import BertPooler, BertPreTrainingHeads
+from bertkit.model.layers import BertEncoder
+from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
+
+IGNORE_INDEX = -100
+
+
+class BertPreTrainedModel(nn.Module):
+    """Weight init plus HF-layout `from_pretrained` / `save_pretrained`.
+
+    Subclasses set `backbone_prefix` ("" when the class *is* the backbone, "bert."
+    when it wraps one) and `head_prefixes`: keys under those may be missing from a
+    checkpoint (reported in `loading_info`, freshly initialised), backbone keys may not.
+    """
+
+    backbone_prefix = ""
+    head_prefixes: tuple[str, ...] = ()
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.loading_info: dict[str, list[str]] = {"missing_keys": [], "unexpected_keys": []}
+
+    def init_weights(self) -> None:
+        """BERT init: normal(0, initializer_range) weights, zero biases, unit LayerNorms."""
+        std = self.config.initializer_range
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, 0.0, std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, std)
+                if module.padding_idx is not None:
+                    with torch.no_grad():
+                        module.weight[module.padding_idx].zero_()
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+        for name, param in self.named_parameters():
+            if name.endswith("predictions.bias"):
+                nn.init.zeros_(param)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, strict: bool = True, output_loading_info: bool = False):
+        """Load config.json + model.safetensors (or pytorch_model.bin, weights only).
+
+        Missing head weights are allowed, initialised fresh and listed in
+        `model.loading_info`; missing backbone weights raise unless `strict=False`.
+        """
+        from bertkit.interop.hf import load_pretrained_weights
+
+        config = BertConfig.from_pretrained(directory)
+        model = cls(config)
+        model.loading_info = load_pretrained_weights(model, Path(directory), strict=strict)
+        model.eval()
+        return (model, model.loading_info) if output_loading_info else model
+
+    def save_pretrained(self, directory: str | os.PathLike) -> None:
+        """Write config.json and model.safetensors (atomically) in the HF layout."""
+        from bertkit.interop.hf import save_pretrained_weights
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        architectures = {**self.config.extra, "architectures": [type(self).__name__]}
+        self.config.extra = architectures
+        self.config.save_pretrained(directory)
+        save_pretrained_weights(self, directory)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+class BertModel(BertPreTrainedModel):
+    """Embeddings -> encoder -> pooler. The backbone every objective and task wraps."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertModelOutput:
+        """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token)."""
+        mask = None
+        if attention_mask is not None:
+            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
+        hidden = self.embeddings(input_ids, token_type_ids)
+        last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)
+        pooled = self.pooler(last) if self.pooler is not None else None
+        return BertModelOutput(last, pooled, all_hidden, attentions)
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """BERT with the masked-LM and next-sentence-prediction heads (HF semantics)."""
+
+    backbone_prefix = "bert."
+    head_prefixes = ("cls.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.init_weights()
+
+    def mlm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(..., H) -> (..., V) vocabulary logits through the tied decoder."""
+        return self.cls.predictions(hidden_states, self.bert.embeddings.word_embeddings.weight)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertForPreTrainingOutput:
+        """labels: (B, T) original ids at masked positions, -100 elsewhere;
+        next_sentence_label: (B,) 0 = IsNext, 1 = NotNext (-100 = ignore)."""
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
+        loss = positions = None
+        if labels is None:
+            prediction_logits = self.mlm_logits(out.last_hidden_state)  # (B, T, V)
+        else:
+            # Project only the labelled positions onto the vocabulary: the V x H decoder
+            # is most of a small model's compute, and ~85% of positions carry no loss.
+            positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+            selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
+            prediction_logits = self.mlm_logits(selected)  # (N, V)
+            loss = F.cross_entropy(prediction_logits, labels[positions[:, 0], positions[:, 1]])
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1), ignore_index=IGNORE_INDEX)
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        return BertForPreTrainingOutput(
+            loss, prediction_logits, nsp_logits, positions, out.hidden_states, out.attentions
+        )

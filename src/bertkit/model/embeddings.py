@@ -1,0 +1,40 @@
+"""Input representation: token + segment + learned position embeddings, LayerNorm, dropout."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bertkit.config import BertConfig
+
+
+class BertEmbeddings(nn.Module):
+    """Sum of word, position and token-type embeddings (SPEC section 2).
+
+    ALBERT's factorized embedding (V x E then E x H) fits here as an extra projection
+    after the LayerNorm; the encoder only ever sees (B, T, H).
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(config.max_position_embeddings), persistent=False)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids, token_type_ids: (B, T) int64 -> (B, T, H) float."""
+        seq_len = input_ids.shape[1]
+        if seq_len > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds max_position_embeddings "
+                f"{self.position_embeddings.num_embeddings}; truncate the input"
+            )
+        embeddings = self.word_embeddings(input_ids) + self.position_embeddings(self.position_ids[:seq_len])
+        if token_type_ids is None:
+            embeddings = embeddings + self.token_type_embeddings.weight[0]
+        else:
+            embeddings = embeddings + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(embeddings))

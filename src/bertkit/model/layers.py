@@ -1,0 +1,109 @@
+"""Transformer encoder layers (post-LN as in BERT, or pre-LN) and the layer stack."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.model.attention import BertAttention
+
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact x * Phi(x)
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+}
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(hidden_states))  # (B, T, 4H)
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+
+class BertLayer(nn.Module):
+    """Self-attention + FFN, each with dropout and a residual connection.
+
+    Post-LN (BERT): x = LN(x + drop(attn(x))); x = LN(x + drop(ffn(x))).
+    Pre-LN:         x = x + drop(attn(LN(x))); x = x + drop(ffn(LN(x))).
+    Both variants use the same modules (and so the same HF state-dict keys): in pre-LN
+    mode `attention.output.LayerNorm` normalizes the attention input and
+    `output.LayerNorm` the FFN input.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.pre_layer_norm = config.pre_layer_norm
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states: (B, T, H) -> (B, T, H), attention probs (B, heads, T, T) or None."""
+        attn_out, ffn_out = self.attention.output, self.output
+        if self.pre_layer_norm:
+            context, probs = self.attention.self(attn_out.LayerNorm(hidden_states), attention_mask, output_attentions)
+            hidden_states = hidden_states + attn_out.dropout(attn_out.dense(context))
+            ffn = ffn_out.dense(self.intermediate(ffn_out.LayerNorm(hidden_states)))
+            return hidden_states + ffn_out.dropout(ffn), probs
+        context, probs = self.attention.self(hidden_states, attention_mask, output_attentions)
+        hidden_states = attn_out.LayerNorm(hidden_states + attn_out.dropout(attn_out.dense(context)))
+        ffn = ffn_out.dense(self.intermediate(hidden_states))
+        return ffn_out.LayerNorm(hidden_states + ffn_out.dropout(ffn)), probs
+
+
+class BertEncoder(nn.Module):
+    """A stack of `BertLayer`s (plus a final LayerNorm in pre-LN mode).
+
+    ALBERT's cross-layer sharing fits here: one layer applied `num_hidden_layers` times.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.final_layer_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_layer_norm else None
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
+        """Returns last (B, T, H), all hidden states (embeddings + each layer) and attentions.
+
+        In pre-LN mode the last entry of `hidden_states` is after the final LayerNorm.
+        """
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for index, layer in enumerate(self.layer):
+            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
+            if self.final_layer_norm is not None and index == len(self.layer) - 1:
+                hidden_states = self.final_layer_norm(hidden_states)
+            if all_hidden is not None:
+                all_hidden.append(hidden_states)
+            if all_attentions is not None:
+                all_attentions.append(probs)
+        return (
+            hidden_states,
+            tuple(all_hidden) if all_hidden is not None else None,
+            tuple(all_attentions) if all_attentions is not None else None,
+        )

