@@ -84,3 +84,12 @@ def _jsonl_text(line: str, text_field: str) -> str | None:
         return None
     text = record.get(text_field) if isinstance(record, dict) else None
     return text if isinstance(text, str) else None
+
+
+def iter_stream_lines(stream: BinaryIO, name: str = "<stdin>") -> Iterator[tuple[int, str]]:
+    """Like `iter_lines` for an open binary stream (e.g. `sys.stdin.buffer`)."""
+    for line_no, raw in enumerate(stream, start=1):
+        try:
+            yield line_no, raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise BertkitError(f"{name}:{line_no}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None

@@ -73,8 +73,8 @@ def _align_prefix(state: dict[str, torch.Tensor], backbone_prefix: str) -> dict[
 def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: bool = True) -> dict[str, list[str]]:
     """Load checkpoint weights into `model`; returns {"missing_keys", "unexpected_keys"}.
 
-    Shapes must match exactly. Missing keys outside the model's head prefixes (i.e. in
-    the backbone) raise `BertkitError` when `strict`.
+    Shapes must match exactly. Missing keys outside the model's optional prefixes (heads,
+    pooler) raise `BertkitError` when `strict`.
     """
     raw, path = read_state_dict(directory)
     state = {_canonical_key(k): v for k, v in raw.items()}
@@ -89,7 +89,7 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
             )
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
-    missing_backbone = [k for k in missing if not k.startswith(model.head_prefixes or ("\0",))]
+    missing_backbone = [k for k in missing if not k.startswith(model.optional_prefixes)]
     if strict and missing_backbone:
         shown = ", ".join(missing_backbone[:3]) + (" ..." if len(missing_backbone) > 3 else "")
         raise BertkitError(f"{path}: {len(missing_backbone)} backbone weights missing ({shown})")

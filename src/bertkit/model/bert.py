@@ -26,12 +26,13 @@ class BertPreTrainedModel(nn.Module):
     """Weight init plus HF-layout `from_pretrained` / `save_pretrained`.
 
     Subclasses set `backbone_prefix` ("" when the class *is* the backbone, "bert."
-    when it wraps one) and `head_prefixes`: keys under those may be missing from a
-    checkpoint (reported in `loading_info`, freshly initialised), backbone keys may not.
+    when it wraps one) and `optional_prefixes`: keys under those (heads, and the pooler,
+    which MLM-only checkpoints lack) may be missing from a checkpoint — reported in
+    `loading_info` and freshly initialised; other backbone keys may not.
     """
 
     backbone_prefix = ""
-    head_prefixes: tuple[str, ...] = ()
+    optional_prefixes: tuple[str, ...] = ("pooler.",)
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -108,7 +109,7 @@ class BertModel(BertPreTrainedModel):
     ) -> BertModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token)."""
         mask = None
-        if attention_mask is not None:
+        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: skip masking
             mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
         hidden = self.embeddings(input_ids, token_type_ids)
         last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)
@@ -120,7 +121,7 @@ class BertForPreTraining(BertPreTrainedModel):
     """BERT with the masked-LM and next-sentence-prediction heads (HF semantics)."""
 
     backbone_prefix = "bert."
-    head_prefixes = ("cls.",)
+    optional_prefixes = ("cls.", "bert.pooler.")
 
     def __init__(self, config: BertConfig):
         super().__init__(config)

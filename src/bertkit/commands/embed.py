@@ -1,0 +1,89 @@
+"""`bertkit embed`: contextual feature vectors for texts, as JSONL or .npy."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from bertkit.atomic import write_bytes_atomic
+from bertkit.errors import BertkitError
+from bertkit.features import LAYER_CHOICES, POOLING_CHOICES
+from bertkit.textio import iter_lines, iter_stream_lines
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("embed", help="contextual embeddings for texts (feature-based BERT)",
+                              description="Embed texts given as arguments, read from --file (txt/jsonl/.gz, one text a line) or from stdin.")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed (default: read stdin)")
+    p.add_argument("--model", required=True, help="checkpoint directory (config.json, model.safetensors, vocab.txt)")
+    p.add_argument("--file", help="read texts from this file, one per line (JSONL: --text-field)")
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    p.add_argument("--output", "-o", help="write .npy (array N x D) or .jsonl; default: JSONL on stdout")
+    p.add_argument("--pooling", choices=POOLING_CHOICES, default="mean")
+    p.add_argument("--layers", choices=LAYER_CHOICES, default="last", help="which layers (BERT paper Table 7)")
+    p.add_argument("--layer-weights", help="comma-separated weights for --layers weighted_sum (L+1 values)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=None)
+    p.add_argument("--normalize", action="store_true", help="L2-normalize each vector")
+    p.set_defaults(func=run)
+
+
+def read_texts(texts: list[str], file: str | None, text_field: str = "text") -> list[str]:
+    """Texts from arguments, else from `file`, else from stdin; never silently empty."""
+    if texts and file:
+        raise BertkitError("give texts as arguments or --file, not both")
+    if texts:
+        return texts
+    if file:
+        lines = [text for _, text in iter_lines(file, text_field=text_field)]
+        if not lines:
+            raise BertkitError(f"{file}: empty file, no texts to process")
+        return lines
+    if sys.stdin.isatty():
+        raise BertkitError("no input texts: give TEXT arguments, --file, or pipe text on stdin")
+    lines = [text for _, text in iter_stream_lines(sys.stdin.buffer)]
+    if not lines:
+        raise BertkitError("<stdin>: empty input, no texts to process")
+    return lines
+
+
+def _parse_weights(raw: str | None) -> list[float] | None:
+    if raw is None:
+        return None
+    try:
+        return [float(w) for w in raw.split(",")]
+    except ValueError:
+        raise BertkitError(f"--layer-weights: expected comma-separated numbers, got {raw!r}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.features import embed
+
+    texts = read_texts(args.texts, args.file, args.text_field)
+    vectors = embed(texts, model=args.model, pooling=args.pooling, layers=args.layers,
+                    layer_weights=_parse_weights(args.layer_weights), batch_size=args.batch_size,
+                    max_length=args.max_length, normalize=args.normalize)
+    if args.output and args.output.endswith(".npy"):
+        if args.pooling == "none":
+            raise BertkitError("--output .npy needs one vector per text; use .jsonl with --pooling none")
+        buffer = io.BytesIO()
+        np.save(buffer, vectors)
+        write_bytes_atomic(args.output, buffer.getvalue())
+        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} float32 to {args.output}", file=sys.stderr)
+        return 0
+    lines = "".join(json.dumps({"text": t, "embedding": np.round(v, 6).tolist()}, ensure_ascii=False) + "\n"
+                    for t, v in zip(texts, vectors))
+    if args.output:
+        if not args.output.endswith(".jsonl"):
+            raise BertkitError(f"--output {args.output}: expected a .npy or .jsonl file name")
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(args.output, lines.encode("utf-8"))
+        print(f"wrote {len(texts)} embeddings to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(lines)
+    return 0

@@ -1,0 +1,167 @@
+"""The feature-based approach: fixed contextual vectors from a pre-trained BERT.
+
+`embed(texts, model=...)` returns one vector per text (or per token) built from a
+choice of layers — the BERT paper's Table 7 variants — and a pooling over tokens.
+Texts are tokenized once, sorted by length and padded per batch, so short texts do
+not pay for long ones; results come back in input order.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from bertkit.errors import BertkitError
+
+LAYER_CHOICES = ("last", "second_to_last", "sum_last_four", "concat_last_four", "weighted_sum", "embeddings")
+POOLING_CHOICES = ("mean", "cls", "pooler", "none")
+
+
+def select_layers(
+    hidden_states: Sequence[torch.Tensor], layers: str, layer_weights: Sequence[float] | None = None
+) -> torch.Tensor:
+    """Combine the L+1 hidden states (embeddings first), each (B, T, H), into (B, T, D).
+
+    D = 4H for "concat_last_four", H otherwise. "weighted_sum" uses `layer_weights`
+    (one per hidden state, L+1 values) or uniform weights.
+    """
+    if layers == "last":
+        return hidden_states[-1]
+    if layers == "second_to_last":
+        return hidden_states[-2]
+    if layers == "embeddings":
+        return hidden_states[0]
+    if layers in ("sum_last_four", "concat_last_four"):
+        if len(hidden_states) < 5:
+            raise BertkitError(f"layers={layers!r} needs a model with at least 4 layers")
+        last_four = hidden_states[-4:]
+        return torch.stack(last_four).sum(0) if layers == "sum_last_four" else torch.cat(last_four, dim=-1)
+    if layers == "weighted_sum":
+        count = len(hidden_states)
+        weights = torch.full((count,), 1.0 / count) if layer_weights is None else torch.tensor(layer_weights, dtype=torch.float32)
+        if weights.numel() != count:
+            raise BertkitError(f"layer_weights: expected {count} values (embeddings + each layer), got {weights.numel()}")
+        return torch.einsum("l,lbth->bth", weights.to(hidden_states[0]), torch.stack(hidden_states))
+    raise BertkitError(f"layers: unknown choice {layers!r}; choose one of {', '.join(LAYER_CHOICES)}")
+
+
+def pool_tokens(features: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """(B, T, D) token features -> (B, D): "cls" = position 0, "mean" = over real tokens."""
+    if pooling == "cls":
+        return features[:, 0]
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(features.dtype)  # (B, T, 1)
+        return (features * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+    raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
+
+
+def _load(model, tokenizer):
+    from bertkit.model import BertModel
+    from bertkit.tokenization import Tokenizer
+
+    if isinstance(model, (str, os.PathLike)):
+        directory = model
+        model = BertModel.from_pretrained(directory)
+        tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
+    elif tokenizer is None:
+        raise BertkitError("tokenizer: required when `model` is a model object rather than a directory")
+    if hasattr(model, "bert") and not hasattr(model, "embeddings"):
+        model = model.bert  # a model with heads: use its backbone
+    return model, tokenizer
+
+
+def embed(
+    texts: Sequence[str],
+    model,
+    tokenizer=None,
+    pooling: str = "mean",
+    layers: str = "last",
+    layer_weights: Sequence[float] | None = None,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    normalize: bool = False,
+    progress: bool | None = None,
+) -> np.ndarray | list[np.ndarray]:
+    """Contextual feature vectors for `texts`, in input order.
+
+    model: a checkpoint directory or a loaded BertModel (then pass `tokenizer`).
+    Returns a float32 array (N, D) — or, with pooling="none", a list of N arrays
+    (T_i, D) holding every token's vector ([CLS] and [SEP] included).
+    `progress=None` shows a bar only for long inputs on a terminal.
+    """
+    if isinstance(texts, str):
+        raise BertkitError("texts: expected a list of strings, got a single string (wrap it in a list)")
+    if pooling not in POOLING_CHOICES:
+        raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
+    if layers not in LAYER_CHOICES:
+        raise BertkitError(f"layers: unknown choice {layers!r}; choose one of {', '.join(LAYER_CHOICES)}")
+    if pooling == "pooler" and layers != "last":
+        raise BertkitError("pooling='pooler' uses the pooled [CLS] output and only goes with layers='last'")
+    if batch_size < 1:
+        raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
+    model, tokenizer = _load(model, tokenizer)
+    if pooling == "pooler" and model.pooler is None:
+        raise BertkitError("pooling='pooler': this model has no pooler layer")
+    texts = list(texts)
+    if not texts:
+        return [] if pooling == "none" else np.zeros((0, _feature_dim(model, layers)), dtype=np.float32)
+    max_length = max_length or model.config.max_position_embeddings
+    encoded = tokenizer(texts, truncation=True, max_length=max_length)
+    ids_list, types_list = encoded["input_ids"], encoded["token_type_ids"]
+    order = np.argsort([len(ids) for ids in ids_list], kind="stable")[::-1]  # longest first: memory peak up front
+    pad_id = tokenizer.pad_token_id
+    results: list = [None] * len(texts)
+    need_all_layers = layers != "last"
+    show = progress if progress is not None else len(texts) >= 2048
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in tqdm(range(0, len(order), batch_size), desc="embed", unit="batch", disable=not show or None):
+                rows = order[start : start + batch_size]
+                input_ids, token_type_ids, attention_mask = _pad_batch(
+                    [ids_list[i] for i in rows], [types_list[i] for i in rows], pad_id
+                )
+                out = model(input_ids, token_type_ids, attention_mask, output_hidden_states=need_all_layers)
+                if pooling == "pooler":
+                    vectors = out.pooler_output
+                else:
+                    features = select_layers(out.hidden_states, layers, layer_weights) if need_all_layers else out.last_hidden_state
+                    if pooling == "none":
+                        lengths = attention_mask.sum(1).tolist()
+                        for row, length, feats in zip(rows, lengths, features):
+                            results[row] = _finish(feats[:length], normalize)
+                        continue
+                    vectors = pool_tokens(features, attention_mask, pooling)
+                for row, vector in zip(rows, _finish(vectors, normalize)):
+                    results[row] = vector
+    finally:
+        model.train(was_training)
+    return results if pooling == "none" else np.stack(results)
+
+
+def _finish(vectors: torch.Tensor, normalize: bool) -> np.ndarray:
+    if normalize:
+        vectors = torch.nn.functional.normalize(vectors, dim=-1)
+    return vectors.float().numpy()
+
+
+def _feature_dim(model, layers: str) -> int:
+    return model.config.hidden_size * (4 if layers == "concat_last_four" else 1)
+
+
+def _pad_batch(ids: list[list[int]], types: list[list[int]], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """Right-pad a batch to its longest row -> input_ids, token_type_ids, attention_mask (B, T) int64."""
+    width = max(len(row) for row in ids)
+    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
+    token_type_ids = np.zeros((len(ids), width), dtype=np.int64)
+    attention_mask = np.zeros((len(ids), width), dtype=np.int64)
+    for i, (row, type_row) in enumerate(zip(ids, types)):
+        input_ids[i, : len(row)] = row
+        token_type_ids[i, : len(row)] = type_row
+        attention_mask[i, : len(row)] = 1
+    return torch.from_numpy(input_ids), torch.from_numpy(token_type_ids), torch.from_numpy(attention_mask)

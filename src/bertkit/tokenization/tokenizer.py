@@ -1,0 +1,808 @@
+"""The encoding `Tokenizer`: BERT WordPiece (or any `tokenizers` model) with a HF-style API.
+
+A thin layer over a Rust `tokenizers.Tokenizer` ("backend"): the backend does all the
+per-text work (normalize, pre-tokenize, sub-word model, [CLS]/[SEP] template,
+truncation, padding, overflow windows); this class loads and saves checkpoints, checks
+arguments and shapes the output like Hugging Face fast tokenizers.
+
+Loading a directory (`Tokenizer.from_pretrained`):
+  * vocab.txt only                    -> the BERT pipeline is built from vocab.txt and
+                                         tokenizer_config.json (HF defaults when absent).
+  * tokenizer.json with a WordPiece model and a tokenizer_config.json (or options passed
+    to `from_pretrained`) -> the BERT pipeline is rebuilt from the vocabulary (vocab.txt,
+    else the one inside tokenizer.json) and the config. The config is the authority for
+    the text options (lowercasing, accents, CJK, Hangul), as in HF's BertTokenizer, so a
+    checkpoint made elsewhere gets bertkit's Hangul handling; added tokens of
+    tokenizer.json that are not in the vocabulary are carried over.
+  * tokenizer.json otherwise (BPE, byte-level BPE, Unigram, or WordPiece without a
+    config)                           -> used exactly as serialized; the config only
+    supplies special-token names, model_max_length and the morpheme option.
+The truncation/padding settings a tokenizer.json may carry are dropped: they are chosen
+per call.
+
+Korean: uncased BERT strips accents through NFD, which also splits Hangul syllables
+into jamo. By default (`keep_hangul_syllables=True`) the normalizer recomposes them, so
+Korean words stay whole; `keep_hangul_syllables=False` is the original BERT behaviour
+(bit-exact with HF's BertTokenizer on every text).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from tokenizers import AddedToken, Encoding, decoders, pre_tokenizers, processors
+from tokenizers import Tokenizer as RustTokenizer
+from tokenizers.models import WordPiece
+
+from bertkit.atomic import write_text_atomic
+from bertkit.errors import BertkitError
+from bertkit.tokenization.encoding import BatchEncoding, assemble, unbatch
+from bertkit.tokenization.normalizers import bert_normalizer
+
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+
+SPECIAL_ROLES = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
+# When the config does not name a special token: the first candidate present in the vocabulary.
+_SPECIAL_CANDIDATES = {
+    "unk_token": ("[UNK]", "<unk>"),
+    "cls_token": ("[CLS]", "<s>"),
+    "sep_token": ("[SEP]", "</s>"),
+    "pad_token": ("[PAD]", "<pad>"),
+    "mask_token": ("[MASK]", "<mask>"),
+}
+MORPHEME_SPLITTERS = (None, "kiwi")
+TRUNCATION_VALUES = (False, True, "longest_first", "only_first", "only_second", "do_not_truncate")
+PADDING_VALUES = (False, True, "longest", "max_length", "do_not_pad")
+RETURN_TENSORS_VALUES = (None, "pt", "np")
+_MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
+MAX_INPUT_CHARS_PER_WORD = 100
+
+
+@dataclass
+class TokenizerConfig:
+    """Text options and special tokens, with the HF `tokenizer_config.json` key names.
+
+    `strip_accents=None` follows `do_lower_case`. Special tokens left None are found in
+    the vocabulary (BERT names first, then RoBERTa names: `<s> </s> <pad> <unk> <mask>`).
+    bertkit extras: `keep_hangul_syllables`, `pretokenize_morphemes` (None or "kiwi").
+    """
+
+    do_lower_case: bool = True
+    strip_accents: bool | None = None
+    tokenize_chinese_chars: bool = True
+    keep_hangul_syllables: bool = True
+    pretokenize_morphemes: str | None = None
+    model_max_length: int = 512
+    unk_token: str | None = None
+    cls_token: str | None = None
+    sep_token: str | None = None
+    pad_token: str | None = None
+    mask_token: str | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str) -> TokenizerConfig:
+        """Pick and check the known keys of `raw` (others, e.g. HF bookkeeping, are ignored)."""
+        return cls(**{f.name: _checked(f.name, raw[f.name], source) for f in fields(cls) if f.name in raw})
+
+
+def _checked(name: str, value: Any, source: str) -> Any:
+    def bad(expected: str) -> BertkitError:
+        return BertkitError(f"{source}: {name}={value!r} is invalid (expected {expected})")
+
+    if name in ("do_lower_case", "tokenize_chinese_chars", "keep_hangul_syllables"):
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if name == "strip_accents":
+        if value is not None and not isinstance(value, bool):
+            raise bad("true, false or null")
+        return value
+    if name == "pretokenize_morphemes":
+        if value not in MORPHEME_SPLITTERS:
+            raise bad('null or "kiwi"')
+        return value
+    if name == "model_max_length":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+            raise bad("a positive integer")
+        return min(int(value), _MAX_LENGTH_CAP)
+    # special tokens: a string, HF's AddedToken dict {"content": ...}, or null
+    if isinstance(value, dict):
+        value = value.get("content")
+    if value is not None and (not isinstance(value, str) or not value):
+        raise bad("a non-empty token string or null")
+    return value
+
+
+class Tokenizer:
+    """Text -> token ids for BERT-style models, HF-compatible in behaviour and files.
+
+    Build with `Tokenizer.from_pretrained(dir)`, `Tokenizer.from_wordpiece_vocab(vocab)`
+    or `Tokenizer(backend)` around any `tokenizers.Tokenizer`. Call it like a HF fast
+    tokenizer: `tok(texts, pairs, truncation=True, max_length=128, padding=True,
+    return_tensors="pt")`.
+    """
+
+    def __init__(self, backend: RustTokenizer, config: TokenizerConfig | None = None):
+        self._backend = backend
+        self.config = config or TokenizerConfig()
+        backend.no_truncation()  # the resting state; __call__ sets both per call
+        backend.no_padding()
+        vocab = backend.get_vocab(with_added_tokens=True)
+        self._special = _resolve_special_tokens(self.config, vocab, source="tokenizer config")
+        new_specials = [tok for tok in self._special.values() if tok is not None and not _is_special(backend, tok)]
+        if new_specials:
+            backend.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in new_specials])
+        if backend.post_processor is None and self.cls_token and self.sep_token:
+            backend.post_processor = _bert_template(self.cls_token, self.cls_token_id, self.sep_token, self.sep_token_id)
+        self._split_morphemes = _morpheme_splitter(self.config.pretokenize_morphemes)
+        # Single texts get type id 0 on every token with the usual post-processors; knowing it
+        # lets __call__ skip reading token_type_ids back from Rust.
+        self._single_type_ids_zero = not any(backend.encode("a").type_ids)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_wordpiece_vocab(
+        cls,
+        vocab: Mapping[str, int] | Sequence[str],
+        config: TokenizerConfig | None = None,
+        *,
+        continuing_subword_prefix: str = "##",
+        max_input_chars_per_word: int = MAX_INPUT_CHARS_PER_WORD,
+        **options: Any,
+    ) -> Tokenizer:
+        """The BERT encoding pipeline over a WordPiece vocabulary (token -> id, or tokens in id order).
+
+        Pipeline: `bert_normalizer` (clean text, lowercase/accents per config, spaces around
+        CJK, Hangul kept whole unless `keep_hangul_syllables=False`) -> BertPreTokenizer
+        (whitespace and punctuation) -> WordPiece (greedy longest match, "##" pieces, [UNK]
+        for unspellable words or words over 100 characters) -> `[CLS] A [SEP] (B [SEP])`.
+        `options` are TokenizerConfig fields overriding `config`.
+        """
+        config = _with_options(config or TokenizerConfig(), options)
+        vocab_map = dict(vocab) if isinstance(vocab, Mapping) else {tok: i for i, tok in enumerate(vocab)}
+        special = _resolve_special_tokens(config, vocab_map, source="WordPiece vocabulary")
+        for role in ("unk_token", "cls_token", "sep_token"):
+            if special[role] is None:
+                raise BertkitError(
+                    f"WordPiece vocabulary: no {role} (none of {_SPECIAL_CANDIDATES[role]} is in it; "
+                    f"set {role} in {CONFIG_FILE})"
+                )
+        backend = RustTokenizer(
+            WordPiece(
+                vocab_map,
+                unk_token=special["unk_token"],
+                continuing_subword_prefix=continuing_subword_prefix,
+                max_input_chars_per_word=max_input_chars_per_word,
+            )
+        )
+        backend.normalizer = bert_normalizer(
+            lowercase=config.do_lower_case,
+            strip_accents=config.strip_accents,
+            handle_chinese_chars=config.tokenize_chinese_chars,
+            clean_text=True,
+            keep_hangul=config.keep_hangul_syllables,
+        )
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.decoder = decoders.WordPiece(prefix=continuing_subword_prefix)
+        cls_token, sep_token = special["cls_token"], special["sep_token"]
+        backend.post_processor = _bert_template(cls_token, vocab_map[cls_token], sep_token, vocab_map[sep_token])
+        return cls(backend, config)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, **options: Any) -> Tokenizer:
+        """Load from a checkpoint directory (see the module docstring for which file wins).
+
+        `options` are TokenizerConfig fields overriding tokenizer_config.json, e.g.
+        `keep_hangul_syllables=False`.
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise BertkitError(f"{directory}: no such tokenizer directory")
+        vocab_path, json_path, config_path = directory / VOCAB_FILE, directory / TOKENIZER_FILE, directory / CONFIG_FILE
+        if not vocab_path.is_file() and not json_path.is_file():
+            raise BertkitError(f"{directory}: no {VOCAB_FILE} or {TOKENIZER_FILE} in this directory")
+
+        raw: dict[str, Any] = {}
+        specials_path = directory / SPECIAL_TOKENS_MAP_FILE
+        if specials_path.is_file():
+            raw.update({k: v for k, v in _read_json(specials_path).items() if k in SPECIAL_ROLES})
+        if config_path.is_file():
+            raw.update(_read_json(config_path))
+        config = _with_options(TokenizerConfig.from_dict(raw, str(config_path)), options)
+        has_config = config_path.is_file() or bool(options)
+
+        if not json_path.is_file():
+            return cls.from_wordpiece_vocab(_read_vocab_txt(vocab_path), config)
+        serialized = _read_text(json_path)
+        spec = _parse_json(serialized, json_path)
+        model = spec.get("model")
+        if not isinstance(model, dict):
+            raise BertkitError(f"{json_path}: not a tokenizers serialization (no \"model\" object)")
+        if model.get("type") == "WordPiece" and has_config:
+            vocab = _read_vocab_txt(vocab_path) if vocab_path.is_file() else model.get("vocab")
+            if not isinstance(vocab, dict):
+                raise BertkitError(f"{json_path}: WordPiece model without a vocabulary")
+            tokenizer = cls.from_wordpiece_vocab(
+                vocab,
+                config,
+                continuing_subword_prefix=model.get("continuing_subword_prefix") or "##",
+                max_input_chars_per_word=model.get("max_input_chars_per_word") or MAX_INPUT_CHARS_PER_WORD,
+            )
+            tokenizer._carry_added_tokens(spec.get("added_tokens") or [], json_path)
+            return tokenizer
+        try:
+            backend = RustTokenizer.from_str(serialized)
+        except Exception as exc:  # the Rust parser raises a plain Exception
+            raise BertkitError(f"{json_path}: not a valid tokenizer file ({exc})") from exc
+        if model.get("type") == "WordPiece":
+            config = _options_from_normalizer(spec.get("normalizer"), config)
+        return cls(backend, config)
+
+    def _carry_added_tokens(self, added: list[dict[str, Any]], source: Path) -> None:
+        """Re-register tokenizer.json's added tokens (beyond the specials) with their ids."""
+        known = self._backend.get_added_tokens_decoder()
+        known_contents = {tok.content for tok in known.values()}
+        for entry in sorted(added, key=lambda e: e.get("id", 0)):
+            content = entry.get("content")
+            if not isinstance(content, str) or content in known_contents:
+                continue
+            token = AddedToken(
+                content,
+                single_word=bool(entry.get("single_word")),
+                lstrip=bool(entry.get("lstrip")),
+                rstrip=bool(entry.get("rstrip")),
+                normalized=bool(entry.get("normalized", True)),
+                special=bool(entry.get("special")),
+            )
+            (self._backend.add_special_tokens if token.special else self._backend.add_tokens)([token])
+            if self._backend.token_to_id(content) != entry.get("id"):
+                raise BertkitError(
+                    f"{source}: added token {content!r} has id {entry.get('id')} but the vocabulary "
+                    f"puts it at {self._backend.token_to_id(content)}"
+                )
+
+    # ------------------------------------------------------------------ saving
+
+    def save_pretrained(self, directory: str | Path) -> list[Path]:
+        """Write tokenizer.json, tokenizer_config.json (and vocab.txt for WordPiece) to `directory`.
+
+        The files load in bertkit and in transformers (`AutoTokenizer`, `BertTokenizer`,
+        `BertTokenizerFast`). The config names `BertTokenizer` only when the pipeline is
+        exactly HF's BERT pipeline; otherwise (e.g. Hangul kept whole, BPE) it names the
+        generic `PreTrainedTokenizerFast`, which runs tokenizer.json as is, so
+        `AutoTokenizer` reproduces bertkit exactly. Each file is written atomically.
+        """
+        directory = Path(directory)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BertkitError(f"{directory}: cannot create directory ({exc.strerror or exc})") from exc
+        spec = json.loads(self._backend.to_str())
+        written: list[Path] = []
+        if spec["model"]["type"] == "WordPiece":
+            write_text_atomic(directory / VOCAB_FILE, "".join(f"{tok}\n" for tok in _tokens_in_id_order(spec["model"]["vocab"])))
+            written.append(directory / VOCAB_FILE)
+        write_text_atomic(directory / TOKENIZER_FILE, self._backend.to_str(pretty=True))
+        written.append(directory / TOKENIZER_FILE)
+        hf_bert = _is_hf_bert_pipeline(spec)
+        config = {"tokenizer_class": "BertTokenizer" if hf_bert else "PreTrainedTokenizerFast"}
+        config.update(asdict(self.config))
+        config.update(self._special)
+        config["model_max_length"] = self.model_max_length
+        config["clean_up_tokenization_spaces"] = True
+        config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
+        write_text_atomic(directory / CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        written.append(directory / CONFIG_FILE)
+        return written
+
+    # ------------------------------------------------------------------ vocabulary
+
+    @property
+    def backend(self) -> RustTokenizer:
+        """The underlying `tokenizers.Tokenizer` (its truncation/padding are off between calls)."""
+        return self._backend
+
+    @property
+    def model_type(self) -> str:
+        """"WordPiece", "BPE", "Unigram" or "WordLevel"."""
+        return type(self._backend.model).__name__
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, added tokens included (the embedding-matrix size)."""
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def model_max_length(self) -> int:
+        return self.config.model_max_length
+
+    def get_vocab(self) -> dict[str, int]:
+        """token -> id, added tokens included."""
+        return self._backend.get_vocab(with_added_tokens=True)
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        """Token(s) to id(s); unknown tokens give the unk id (as in HF)."""
+        if isinstance(tokens, str):
+            return self._token_id(tokens)
+        return [self._token_id(tok) for tok in tokens]
+
+    def _token_id(self, token: str) -> int:
+        token_id = self._backend.token_to_id(token)
+        if token_id is None:
+            if self.unk_token_id is None:
+                raise BertkitError(f"token {token!r} is not in the vocabulary and there is no unk_token")
+            return self.unk_token_id
+        return token_id
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        """Id(s) to token string(s); an id outside the vocabulary is an error."""
+        if isinstance(ids, int):
+            return self._id_token(ids)
+        return [self._id_token(int(i)) for i in _as_id_list(ids, "ids")]
+
+    def _id_token(self, token_id: int) -> str:
+        token = self._backend.id_to_token(token_id) if token_id >= 0 else None
+        if token is None:
+            raise BertkitError(f"id {token_id} is outside the vocabulary (size {self.vocab_size})")
+        return token
+
+    @property
+    def unk_token(self) -> str | None:
+        return self._special["unk_token"]
+
+    @property
+    def cls_token(self) -> str | None:
+        return self._special["cls_token"]
+
+    @property
+    def sep_token(self) -> str | None:
+        return self._special["sep_token"]
+
+    @property
+    def pad_token(self) -> str | None:
+        return self._special["pad_token"]
+
+    @property
+    def mask_token(self) -> str | None:
+        return self._special["mask_token"]
+
+    def _special_id(self, role: str) -> int | None:
+        token = self._special[role]
+        return None if token is None else self._backend.token_to_id(token)
+
+    @property
+    def unk_token_id(self) -> int | None:
+        return self._special_id("unk_token")
+
+    @property
+    def cls_token_id(self) -> int | None:
+        return self._special_id("cls_token")
+
+    @property
+    def sep_token_id(self) -> int | None:
+        return self._special_id("sep_token")
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self._special_id("pad_token")
+
+    @property
+    def mask_token_id(self) -> int | None:
+        return self._special_id("mask_token")
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """Every special token (the five roles and any other special added token)."""
+        return sorted({tok.content for tok in self._backend.get_added_tokens_decoder().values() if tok.special})
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return sorted(i for i, tok in self._backend.get_added_tokens_decoder().items() if tok.special)
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer({self.model_type}, vocab_size={self.vocab_size}, lowercase={self.config.do_lower_case}, "
+            f"keep_hangul_syllables={self.config.keep_hangul_syllables}, model_max_length={self.model_max_length})"
+        )
+
+    # ------------------------------------------------------------------ encoding
+
+    def __call__(
+        self,
+        texts: str | Sequence[str] | Sequence[Sequence[str]],
+        text_pairs: str | Sequence[str] | Sequence[Sequence[str]] | None = None,
+        *,
+        max_length: int | None = None,
+        truncation: bool | str | None = None,
+        padding: bool | str = False,
+        return_tensors: str | None = None,
+        return_offsets_mapping: bool = False,
+        stride: int = 0,
+        return_overflowing_tokens: bool = False,
+        add_special_tokens: bool = True,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        return_special_tokens_mask: bool = False,
+    ) -> BatchEncoding:
+        """Encode one text (flat lists out) or a batch (lists of lists / (B, T) int64 tensors).
+
+        texts, text_pairs: str or list of str (with `is_split_into_words`: a list of words,
+            or a list of such lists). Pairs become `[CLS] A [SEP] B [SEP]`, type ids 0/1.
+        truncation: False; True/"longest_first" (trim the longer text token by token),
+            "only_first", "only_second". None (default) truncates only when max_length is
+            given. The limit is max_length, else model_max_length.
+        padding: False; True/"longest" (to the longest row); "max_length".
+        stride, return_overflowing_tokens: keep the truncated-away tokens as extra rows
+            (windows overlapping by `stride` tokens, e.g. SQuAD doc-stride with
+            "only_second"); `overflow_to_sample_mapping` gives each row's input index.
+        return_offsets_mapping: per token (start, end) character span in its own text.
+        Returns a BatchEncoding with input_ids, token_type_ids, attention_mask
+        (+ offset_mapping, overflow_to_sample_mapping, special_tokens_mask on request).
+        """
+        batched, batch = self._as_batch(texts, "texts", is_split_into_words)
+        pairs = None
+        if text_pairs is not None:
+            pairs_batched, pairs = self._as_batch(text_pairs, "text_pairs", is_split_into_words)
+            if pairs_batched != batched or len(pairs) != len(batch):
+                raise BertkitError(
+                    f"text_pairs must match texts: got {len(pairs)} pair(s) for {len(batch)} text(s)"
+                    if pairs_batched == batched
+                    else "text_pairs must be a single text when texts is one, and a list when texts is a list"
+                )
+        strategy = _truncation_strategy(truncation, max_length)
+        pad_mode = _padding_mode(padding)
+        if return_tensors not in RETURN_TENSORS_VALUES:
+            raise BertkitError(f"return_tensors={return_tensors!r} is not one of None, 'pt', 'np'")
+        for name, value, low in (("max_length", max_length, 1), ("pad_to_multiple_of", pad_to_multiple_of, 1)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise BertkitError(f"{name}={value!r} must be a positive integer or None")
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
+            raise BertkitError(f"stride={stride!r} must be a non-negative integer")
+        if strategy == "only_second" and pairs is None:
+            raise BertkitError("truncation='only_second' needs text_pairs (it truncates the second text)")
+        limit = max_length or self.model_max_length
+
+        originals = (batch, pairs)
+        if self._split_morphemes is not None:
+            batch = self._apply_morphemes(batch, is_split_into_words)
+            pairs = None if pairs is None else self._apply_morphemes(pairs, is_split_into_words)
+        inputs: list[Any] = batch if pairs is None else list(zip(batch, pairs))
+
+        backend = self._backend
+        try:
+            if strategy is not None:
+                backend.enable_truncation(limit, stride=stride, strategy=strategy, direction="right")
+            if pad_mode is not None:
+                if self.pad_token is None:
+                    raise BertkitError("padding needs a pad_token; this tokenizer has none (set pad_token in the config)")
+                backend.enable_padding(
+                    direction="right",
+                    pad_id=self.pad_token_id,
+                    pad_type_id=0,
+                    pad_token=self.pad_token,
+                    length=limit if pad_mode == "max_length" else None,
+                    pad_to_multiple_of=pad_to_multiple_of,
+                )
+            try:
+                encodings = backend.encode_batch(inputs, is_pretokenized=is_split_into_words, add_special_tokens=add_special_tokens)
+            except Exception as exc:  # truncation impossible, e.g. the first text alone exceeds max_length
+                raise BertkitError(f"cannot encode with truncation={strategy!r}, max_length={limit}, stride={stride}: {exc}") from exc
+        finally:
+            backend.no_truncation()
+            backend.no_padding()
+
+        sample_mapping = None
+        if return_overflowing_tokens:
+            rows: list[Encoding] = []
+            sample_mapping = []
+            for index, encoding in enumerate(encodings):
+                windows = [encoding, *encoding.overflowing]
+                rows += windows
+                sample_mapping += [index] * len(windows)
+            encodings = rows
+        offsets = None
+        if return_offsets_mapping:
+            offsets = [e.offsets for e in encodings]
+            if self._split_morphemes is not None and not is_split_into_words:
+                offsets = self._offsets_to_original(offsets, encodings, sample_mapping, originals, (batch, pairs))
+        result = assemble(
+            encodings,
+            return_tensors=return_tensors,
+            padded=pad_mode is not None,
+            zero_type_ids=pairs is None and self._single_type_ids_zero,
+            offsets=offsets,
+            sample_mapping=sample_mapping,
+            special_tokens_mask=return_special_tokens_mask,
+        )
+        if not batched and return_tensors is None and not return_overflowing_tokens:
+            return unbatch(result)
+        return result
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+        truncation: bool | str | None = None,
+    ) -> list[int]:
+        """Token ids of one text (or pair), with [CLS]/[SEP] unless `add_special_tokens=False`."""
+        if not isinstance(text, str):
+            raise BertkitError(f"text must be a str, got {type(text).__name__}")
+        return self(
+            text, text_pair, add_special_tokens=add_special_tokens, max_length=max_length, truncation=truncation
+        )["input_ids"]
+
+    def tokenize(self, text: str) -> list[str]:
+        """Sub-word token strings of `text`, without special tokens: `"pretraining"` -> `["pre", "##train", "##ing"]`."""
+        if not isinstance(text, str):
+            raise BertkitError(f"text must be a str, got {type(text).__name__}")
+        if self._split_morphemes is not None:
+            text = self._split_morphemes(text)
+        return self._backend.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids: Sequence[int] | Any, skip_special_tokens: bool = True) -> str:
+        """Ids (list, 1-D numpy array or tensor) back to text; "##" pieces are joined."""
+        return self._backend.decode(_as_id_list(ids, "ids"), skip_special_tokens=skip_special_tokens)
+
+    def batch_decode(self, batch_ids: Iterable[Sequence[int]] | Any, skip_special_tokens: bool = True) -> list[str]:
+        """`decode` for each row of a list of id lists or a (B, T) array/tensor."""
+        rows = batch_ids.tolist() if hasattr(batch_ids, "tolist") else list(batch_ids)
+        return self._backend.decode_batch([_as_id_list(r, "batch_ids row") for r in rows], skip_special_tokens=skip_special_tokens)
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _as_batch(value: Any, name: str, split_words: bool) -> tuple[bool, list[Any]]:
+        """(was it a batch?, the batch as a list); checks every item's type."""
+
+        def check_words(words: Any, where: str) -> list[str]:
+            if not isinstance(words, (list, tuple)):
+                raise BertkitError(f"{where} must be a list of words (str) with is_split_into_words=True, got {type(words).__name__}")
+            for j, word in enumerate(words):
+                if not isinstance(word, str):
+                    raise BertkitError(f"{where}[{j}] is {type(word).__name__}, expected str")
+            return list(words)
+
+        if split_words:
+            if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) for v in value):
+                return True, [check_words(v, f"{name}[{i}]") for i, v in enumerate(value)]
+            return False, [check_words(value, name)]
+        if isinstance(value, str):
+            return False, [value]
+        if not isinstance(value, (list, tuple)):
+            raise BertkitError(f"{name} must be a str or a list of str, got {type(value).__name__}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise BertkitError(f"{name}[{i}] is {type(item).__name__}, expected str")
+        return True, list(value)
+
+    def _apply_morphemes(self, batch: list[Any], split_words: bool) -> list[Any]:
+        split = self._split_morphemes
+        if split_words:
+            return [[split(word) for word in words] for words in batch]
+        return [split(text) for text in batch]
+
+    @staticmethod
+    def _offsets_to_original(
+        offsets: list[list[tuple[int, int]]],
+        encodings: list[Encoding],
+        sample_mapping: list[int] | None,
+        originals: tuple[list[str], list[str] | None],
+        splits: tuple[list[str], list[str] | None],
+    ) -> list[list[tuple[int, int]]]:
+        """Map offsets into morpheme-split texts back to the texts the caller passed."""
+        maps: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        restored = []
+        for row, (row_offsets, encoding) in enumerate(zip(offsets, encodings)):
+            sample = sample_mapping[row] if sample_mapping is not None else row
+            new_row = []
+            for (start, end), seq in zip(row_offsets, encoding.sequence_ids):
+                if seq is None or end <= start:
+                    new_row.append((start, end))
+                    continue
+                key = (seq, sample)
+                if key not in maps:
+                    maps[key] = _alignment(originals[seq][sample], splits[seq][sample])
+                starts, ends = maps[key]
+                new_row.append((starts[start], ends[end]))
+            restored.append(new_row)
+        return restored
+
+
+# ---------------------------------------------------------------------- module helpers
+
+
+def _alignment(original: str, split: str) -> tuple[list[int], list[int]]:
+    """Position maps from `split` (original with spaces inserted) back to `original`.
+
+    starts[j]: original index of split char j (an inserted space maps to the next real
+    char); ends[j]: original end position for a span ending before split char j.
+    """
+    starts, ends = [0] * (len(split) + 1), [0] * (len(split) + 1)
+    i = 0
+    for j, char in enumerate(split):
+        while i < len(original) and original[i] != char and original[i].isspace():
+            i += 1  # whitespace the splitter dropped
+        starts[j] = min(i, len(original))
+        if i < len(original) and (original[i] == char or not char.isspace()):
+            i += 1  # matched (or substituted) a real character
+        ends[j + 1] = min(i, len(original))
+    starts[len(split)] = len(original)
+    return starts, ends
+
+
+def _truncation_strategy(truncation: Any, max_length: int | None) -> str | None:
+    if truncation is None:
+        return "longest_first" if max_length is not None else None
+    if truncation not in TRUNCATION_VALUES or (not isinstance(truncation, (bool, str))):
+        allowed = ", ".join(repr(v) for v in TRUNCATION_VALUES)
+        raise BertkitError(f"truncation={truncation!r} is not one of {allowed}")
+    if truncation is False or truncation == "do_not_truncate":
+        return None
+    return "longest_first" if truncation is True else truncation
+
+
+def _padding_mode(padding: Any) -> str | None:
+    if padding is None:
+        return None
+    if padding not in PADDING_VALUES or not isinstance(padding, (bool, str)):
+        allowed = ", ".join(repr(v) for v in PADDING_VALUES)
+        raise BertkitError(f"padding={padding!r} is not one of {allowed}")
+    if padding is False or padding == "do_not_pad":
+        return None
+    return "longest" if padding is True else padding
+
+
+def _as_id_list(ids: Any, name: str) -> list[int]:
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if isinstance(ids, int):
+        ids = [ids]
+    if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise BertkitError(f"{name} must be a flat list of int token ids (or a 1-D array/tensor)")
+    return list(ids)
+
+
+def _bert_template(cls_token: str, cls_id: int, sep_token: str, sep_id: int) -> processors.TemplateProcessing:
+    """`[CLS] A [SEP]` (all type 0) and `[CLS] A [SEP] B [SEP]` (B and its [SEP] type 1)."""
+    return processors.TemplateProcessing(
+        single=f"{cls_token}:0 $A:0 {sep_token}:0",
+        pair=f"{cls_token}:0 $A:0 {sep_token}:0 $B:1 {sep_token}:1",
+        special_tokens=[(cls_token, cls_id), (sep_token, sep_id)],
+    )
+
+
+def _is_special(backend: RustTokenizer, token: str) -> bool:
+    return any(t.content == token and t.special for t in backend.get_added_tokens_decoder().values())
+
+
+def _resolve_special_tokens(config: TokenizerConfig, vocab: Mapping[str, int], source: str) -> dict[str, str | None]:
+    """role -> token: the configured one (must be in `vocab`) or the first candidate found."""
+    special: dict[str, str | None] = {}
+    for role in SPECIAL_ROLES:
+        token = getattr(config, role)
+        if token is not None and token not in vocab:
+            raise BertkitError(f"{source}: {role}={token!r} is not in the vocabulary")
+        if token is None:
+            token = next((c for c in _SPECIAL_CANDIDATES[role] if c in vocab), None)
+        special[role] = token
+    return special
+
+
+def _with_options(config: TokenizerConfig, options: Mapping[str, Any]) -> TokenizerConfig:
+    if not options:
+        return config
+    allowed = {f.name for f in fields(TokenizerConfig)}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise BertkitError(f"unknown tokenizer option(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+    merged = asdict(config)
+    merged.update(options)
+    return TokenizerConfig.from_dict(merged, source="tokenizer options")
+
+
+def _options_from_normalizer(normalizer: Any, config: TokenizerConfig) -> TokenizerConfig:
+    """Read the text options back from a serialized BERT normalizer (plain HF or bertkit's Hangul-keeping form)."""
+    steps = normalizer.get("normalizers", []) if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" else [normalizer]
+    types = [s.get("type") if isinstance(s, dict) else None for s in steps]
+    if not steps or types[0] != "BertNormalizer":
+        return config
+    bert = steps[0]
+    lowercase = bool(bert.get("lowercase"))
+    if types == ["BertNormalizer"]:
+        strip = bert.get("strip_accents")
+        keep_hangul = not (strip if strip is not None else lowercase)
+        keep_hangul = config.keep_hangul_syllables and keep_hangul  # no stripping: the option is moot
+    elif types[1:2] == ["NFC"] and all(t == "Replace" for t in types[2:]):  # bert_normalizer(keep_hangul=True)
+        strip, keep_hangul = bert.get("strip_accents"), True
+    else:
+        return config
+    merged = asdict(config)
+    merged.update(
+        do_lower_case=lowercase,
+        strip_accents=strip,
+        tokenize_chinese_chars=bool(bert.get("handle_chinese_chars", True)),
+        keep_hangul_syllables=keep_hangul,
+    )
+    return TokenizerConfig(**merged)
+
+
+def _is_hf_bert_pipeline(spec: Mapping[str, Any]) -> bool:
+    """True when transformers' BertTokenizer rebuilds exactly this pipeline from the config."""
+    normalizer, pre = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}
+    return (
+        spec["model"]["type"] == "WordPiece"
+        and normalizer.get("type") == "BertNormalizer"
+        and normalizer.get("clean_text", True)
+        and pre.get("type") == "BertPreTokenizer"
+        and spec["model"].get("continuing_subword_prefix") == "##"
+        and spec["model"].get("max_input_chars_per_word") == MAX_INPUT_CHARS_PER_WORD
+    )
+
+
+def _tokens_in_id_order(vocab: Mapping[str, int]) -> list[str]:
+    by_id = sorted(vocab.items(), key=lambda item: item[1])
+    if [i for _, i in by_id] != list(range(len(by_id))):
+        raise BertkitError("cannot write vocab.txt: the WordPiece ids are not contiguous from 0")
+    return [tok for tok, _ in by_id]
+
+
+def _morpheme_splitter(kind: str | None) -> Callable[[str], str] | None:
+    if kind is None:
+        return None
+    try:
+        from bertkit.tokenization.morphemes import morpheme_splitter
+    except ImportError as exc:
+        raise BertkitError(f"pretokenize_morphemes={kind!r} needs bertkit.tokenization.morphemes ({exc})") from exc
+    return morpheme_splitter()
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BertkitError(f"{path}: not valid UTF-8 (byte offset {exc.start})") from exc
+    except OSError as exc:
+        raise BertkitError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return _parse_json(_read_text(path), path)
+
+
+def _parse_json(text: str, path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BertkitError(f"{path}: corrupt JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise BertkitError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _read_vocab_txt(path: Path) -> dict[str, int]:
+    """vocab.txt: one token per line, id = line number - 1 (a final newline is optional)."""
+    lines = _read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        token = line.removesuffix("\r")
+        if token in vocab:
+            raise BertkitError(f"{path}:{index + 1}: token {token!r} repeats line {vocab[token] + 1}")
+        vocab[token] = index
+    if not vocab:
+        raise BertkitError(f"{path}: empty vocabulary")
+    return vocab
