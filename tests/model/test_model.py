@@ -124,3 +124,11 @@ def test_too_long_input_is_a_clear_error(tiny_config):
 def test_output_indexing(tiny_config):
     out = BertModel(tiny_config).eval()(torch.ones(1, 4, dtype=torch.long))
     assert out[0] is out.last_hidden_state and out["pooler_output"] is out.pooler_output
+
+
+def test_no_masked_positions_gives_zero_mlm_loss(tiny_config):
+    model = BertForPreTraining(tiny_config)
+    ids = torch.randint(5, 120, (2, 6))
+    out = model(ids, labels=torch.full_like(ids, -100), next_sentence_label=torch.tensor([0, 1]))
+    assert out.prediction_logits.shape == (0, 120) and torch.isfinite(out.loss)
+    out.loss.backward()

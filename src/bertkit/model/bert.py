@@ -156,7 +156,9 @@ class BertForPreTraining(BertPreTrainedModel):
             positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
             selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
             prediction_logits = self.mlm_logits(selected)  # (N, V)
-            loss = F.cross_entropy(prediction_logits, labels[positions[:, 0], positions[:, 1]])
+            targets = labels[positions[:, 0], positions[:, 1]]
+            # a batch without masked positions contributes zero (not NaN) MLM loss
+            loss = F.cross_entropy(prediction_logits, targets) if targets.numel() else prediction_logits.sum() * 0.0
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1), ignore_index=IGNORE_INDEX)
             loss = nsp_loss if loss is None else loss + nsp_loss
