@@ -10,6 +10,7 @@ Makefile); without it these tests fail rather than skip.
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 import types
 import unicodedata
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer as RustTokenizer
-from tokenizers import decoders, models, pre_tokenizers, trainers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import AutoTokenizer, BertTokenizerFast
 
 from bertkit.errors import BertkitError
@@ -117,7 +118,8 @@ def test_korean_syllables_kept_whole_by_default(bk, korean_dir):
     assert "한국어" in normalized and "텍스트입니다" in normalized
     kept = Tokenizer.from_pretrained(korean_dir)
     split = Tokenizer.from_pretrained(korean_dir, keep_hangul_syllables=False)
-    assert kept.tokenize("한국어 텍스트입니다. Cafés") == ["한국", "##어", "텍스트", "##입니다", ".", "cafe", "##s"]
+    expected = ["한국", "##어", "텍스트", "##입니다", ".", "cafe", "##s"]
+    assert kept.tokenize("한국어 텍스트입니다. Cafés") == expected
     assert "".join(kept.tokenize("학교에 간다")).replace("##", "") == "학교에간다"
     assert split.tokenize("한국어") == ["[UNK]"]  # jamo are not in this vocab
     # accents are still stripped and the Indic/Balinese two-part vowels stay as BERT leaves them
@@ -157,14 +159,31 @@ def test_pairs_truncation_matches_fast(bk, fast, truncation):
 )
 def test_padding_matches_fast(bk, fast, padding, max_length, pad_to_multiple_of):
     texts = TEXTS[:6]
-    kwargs = dict(padding=padding, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of)
-    truncation = max_length is not None
-    ours = bk(texts, truncation=truncation, **kwargs)
-    ref = fast(texts, truncation=truncation, **kwargs)
-    for field in PAIR_FIELDS:
+    kwargs = dict(
+        padding=padding, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
+        return_offsets_mapping=True, return_special_tokens_mask=True, truncation=max_length is not None,
+    )  # fmt: skip
+    ours, ref = bk(texts, **kwargs), fast(texts, **kwargs)
+    for field in (*PAIR_FIELDS, "special_tokens_mask"):
         assert ours[field] == ref[field], field
+    assert ours["offset_mapping"] == [list(map(tuple, row)) for row in ref["offset_mapping"]]
+    assert ours.tokens(1) == ref.tokens(1) and ours.word_ids(1) == ref.word_ids(1)
+    for kind in ("np", "pt"):
+        if padding:
+            arrays = bk(texts, return_tensors=kind, **kwargs)
+            for field in (*PAIR_FIELDS, "special_tokens_mask", "offset_mapping"):
+                assert np.asarray(arrays[field]).tolist() == np.asarray(ref[field]).tolist(), field
     if padding == "max_length":
         assert {len(row) for row in ours["input_ids"]} == {40}
+
+
+def test_padding_max_length_without_truncation_leaves_long_rows(bk, fast):
+    texts = ["a b c d e f g h", "a", ""]
+    ours = bk(texts, padding="max_length", max_length=6, truncation=False)
+    ref = fast(texts, padding="max_length", max_length=6, truncation=False)
+    for field in PAIR_FIELDS:
+        assert ours[field] == ref[field], field
+    assert [len(row) for row in ours["input_ids"]] == [10, 6, 6]
 
 
 def test_padding_max_length_defaults_to_model_max_length(bk):
@@ -247,22 +266,27 @@ def test_decode_round_trip(bk, fast):
     assert bk.decode(ids, skip_special_tokens=False) == "[CLS] hello, world! pretraining is fun. [SEP]"
     assert bk.decode(torch.tensor(ids)) == bk.decode(np.array(ids)) == bk.decode(ids)
     batch = bk(TEXTS[:5], padding=True, return_tensors="pt")
-    assert bk.batch_decode(batch["input_ids"]) == fast.batch_decode(batch["input_ids"].tolist(), skip_special_tokens=True)
+    assert bk.batch_decode(batch["input_ids"]) == fast.batch_decode(
+        batch["input_ids"].tolist(), skip_special_tokens=True
+    )
 
 
 def test_special_tokens_and_vocab(bk):
     assert (bk.pad_token, bk.unk_token, bk.cls_token, bk.sep_token, bk.mask_token) == (
         "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
     )  # fmt: skip
-    assert (bk.pad_token_id, bk.unk_token_id, bk.cls_token_id, bk.sep_token_id, bk.mask_token_id) == (0, 100, 101, 102, 103)
+    ids = [bk.pad_token_id, bk.unk_token_id, bk.cls_token_id, bk.sep_token_id, bk.mask_token_id]
+    assert ids == [0, 100, 101, 102, 103]
     assert bk.vocab_size == len(bk.get_vocab()) == len(bk) == 30522
     assert bk.convert_tokens_to_ids(["hello", "##ing", "no-such-token"]) == [7592, 2075, 100]
     assert bk.convert_tokens_to_ids("[MASK]") == 103
     assert bk.convert_ids_to_tokens([101, 7592]) == ["[CLS]", "hello"]
-    assert bk.convert_ids_to_tokens(102) == "[SEP]"
+    assert bk.convert_ids_to_tokens(102) == bk.convert_ids_to_tokens(torch.tensor(102)) == "[SEP]"
+    assert bk.convert_ids_to_tokens(np.array([101, 102])) == ["[CLS]", "[SEP]"]
     assert bk.all_special_ids == [0, 100, 101, 102, 103]
     assert bk.model_max_length == 512
     assert bk("a b", return_special_tokens_mask=True)["special_tokens_mask"] == [1, 0, 0, 1]
+    assert pickle.loads(pickle.dumps(bk)).encode("pretraining") == bk.encode("pretraining")  # DataLoader workers
 
 
 # ---------------------------------------------------------------------------- files
@@ -311,7 +335,26 @@ def test_load_vocab_only_and_json_only(bk, fast, tmp_path):
     exact = Tokenizer.from_pretrained(json_only)
     assert exact.config.keep_hangul_syllables is False
     assert exact.tokenize(KOREAN[0]) == fast.tokenize(KOREAN[0])
-    assert exact(["x " * 300])["input_ids"][0].__len__() == 302  # the file's truncation/padding are dropped
+    assert len(exact(["x " * 300])["input_ids"][0]) == 302  # the file's truncation/padding are dropped
+
+
+def test_nfkc_option_and_custom_pipelines_survive_save(korean_dir, tmp_path):
+    nfkc = Tokenizer.from_pretrained(korean_dir, nfkc=True)
+    assert nfkc.tokenize("ＣＡＦＥ 한국어") == ["cafe", "한국", "##어"]
+    assert Tokenizer.from_pretrained(korean_dir).tokenize("ＣＡＦＥ") == ["[UNK]"]
+    nfkc.save_pretrained(tmp_path / "nfkc")
+    assert json.loads((tmp_path / "nfkc" / "tokenizer_config.json").read_text())["nfkc"] is True
+    assert Tokenizer.from_pretrained(tmp_path / "nfkc").tokenize("ＣＡＦＥ") == ["cafe"]
+
+    custom = Tokenizer.from_pretrained(korean_dir)
+    custom.backend.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])  # not BERT's
+    custom.save_pretrained(tmp_path / "custom")
+    reloaded = Tokenizer.from_pretrained(tmp_path / "custom")  # config present, pipeline kept as serialized
+    assert (
+        reloaded.tokenize("ＣＡＦＥＳ 한국어")
+        == custom.tokenize("ＣＡＦＥＳ 한국어")
+        == ["cafe", "##s", "한국", "##어"]
+    )
 
 
 def _train_bpe(byte_level: bool) -> RustTokenizer:
@@ -320,7 +363,9 @@ def _train_bpe(byte_level: bool) -> RustTokenizer:
         backend = RustTokenizer(models.BPE())
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         backend.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        trainer = trainers.BpeTrainer(
+            vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        )
     else:
         backend = RustTokenizer(models.BPE(unk_token="<unk>"))
         backend.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -356,7 +401,7 @@ def test_bpe_tokenizer_json_with_roberta_specials(tmp_path, byte_level):
 
 def test_morpheme_hook_splits_text_and_maps_offsets_back(korean_dir, monkeypatch):
     module = types.ModuleType("bertkit.tokenization.morphemes")
-    module.morpheme_splitter = lambda: (lambda text: text.replace("학교에", "학교 에").replace("나는", "나 는"))
+    module.morpheme_splitter = lambda: lambda text: text.replace("학교에", "학교 에").replace("나는", "나 는")
     monkeypatch.setitem(sys.modules, "bertkit.tokenization.morphemes", module)
     tok = Tokenizer.from_pretrained(korean_dir, pretokenize_morphemes="kiwi")
     assert tok.tokenize("나는 학교에 간다") == ["나", "는", "학교", "에", "간다"]
@@ -404,7 +449,10 @@ def test_loading_errors_name_the_file(tmp_path):
         (lambda t: t(123), "texts must be a str or a list of str"),
         (lambda t: t(["a"], ["b", "c"]), "text_pairs must match texts"),
         (lambda t: t(["a"], truncation="middle"), "truncation='middle' is not one of False, True, 'longest_first'"),
-        (lambda t: t(["a"], padding="shortest"), "padding='shortest' is not one of False, True, 'longest', 'max_length'"),
+        (
+            lambda t: t(["a"], padding="shortest"),
+            "padding='shortest' is not one of False, True, 'longest', 'max_length'",
+        ),
         (lambda t: t(["a"], return_tensors="tf"), "return_tensors='tf' is not one of None, 'pt', 'np'"),
         (lambda t: t(["a"], max_length=0), "max_length=0 must be a positive integer"),
         (lambda t: t(["a"], stride=-1), "stride=-1 must be a non-negative integer"),

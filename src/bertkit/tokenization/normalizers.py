@@ -67,7 +67,10 @@ def bert_normalizer(
     else:
         steps += [
             N.BertNormalizer(  # NFD + drop Mn: Hangul is now jamo
-                clean_text=clean_text, handle_chinese_chars=handle_chinese_chars, strip_accents=True, lowercase=lowercase
+                clean_text=clean_text,
+                handle_chinese_chars=handle_chinese_chars,
+                strip_accents=True,
+                lowercase=lowercase,
             ),
             N.NFC(),  # recompose Hangul syllables (accents are already gone)
             *(N.Replace(c, _strip_nonspacing_marks(c)) for c in NFC_RECOMPOSED_NON_HANGUL),

@@ -2,21 +2,23 @@
 
 A thin layer over a Rust `tokenizers.Tokenizer` ("backend"): the backend does all the
 per-text work (normalize, pre-tokenize, sub-word model, [CLS]/[SEP] template,
-truncation, padding, overflow windows); this class loads and saves checkpoints, checks
-arguments and shapes the output like Hugging Face fast tokenizers.
+truncation, overflow windows) in parallel; this class loads and saves checkpoints,
+checks arguments, and assembles and pads the output like Hugging Face fast tokenizers
+(encoding.py; padding there is faster than Rust's, see docs/benchmarks.md).
 
 Loading a directory (`Tokenizer.from_pretrained`):
   * vocab.txt only                    -> the BERT pipeline is built from vocab.txt and
                                          tokenizer_config.json (HF defaults when absent).
-  * tokenizer.json with a WordPiece model and a tokenizer_config.json (or options passed
-    to `from_pretrained`) -> the BERT pipeline is rebuilt from the vocabulary (vocab.txt,
-    else the one inside tokenizer.json) and the config. The config is the authority for
-    the text options (lowercasing, accents, CJK, Hangul), as in HF's BertTokenizer, so a
+  * tokenizer.json holding the standard BERT pipeline (WordPiece + BertPreTokenizer +
+    a BERT normalizer) and a tokenizer_config.json (or options passed to
+    `from_pretrained`) -> the pipeline is rebuilt from the vocabulary (vocab.txt, else
+    the one inside tokenizer.json) and the config. The config is the authority for the
+    text options (lowercasing, accents, CJK, Hangul), as in HF's BertTokenizer, so a
     checkpoint made elsewhere gets bertkit's Hangul handling; added tokens of
     tokenizer.json that are not in the vocabulary are carried over.
-  * tokenizer.json otherwise (BPE, byte-level BPE, Unigram, or WordPiece without a
-    config)                           -> used exactly as serialized; the config only
-    supplies special-token names, model_max_length and the morpheme option.
+  * any other tokenizer.json (BPE, byte-level BPE, Unigram, a WordPiece with a custom
+    normalizer or pre-tokenizer, or no config) -> used exactly as serialized; the config
+    only supplies special-token names, model_max_length and the morpheme option.
 The truncation/padding settings a tokenizer.json may carry are dropped: they are chosen
 per call.
 
@@ -29,9 +31,10 @@ Korean words stay whole; `keep_hangul_syllables=False` is the original BERT beha
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from tokenizers import AddedToken, Encoding, decoders, pre_tokenizers, processors
 from tokenizers import Tokenizer as RustTokenizer
@@ -39,84 +42,29 @@ from tokenizers.models import WordPiece
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
-from bertkit.tokenization.encoding import BatchEncoding, assemble, unbatch
+from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, unbatch
+from bertkit.tokenization.files import (
+    CONFIG_FILE,
+    MAX_INPUT_CHARS_PER_WORD,
+    SPECIAL_CANDIDATES,
+    SPECIAL_ROLES,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    TokenizerConfig,
+    bert_pipeline_options,
+    is_hf_bert_pipeline,
+    parse_json,
+    read_json,
+    read_text,
+    read_vocab_txt,
+    vocab_txt,
+)
 from bertkit.tokenization.normalizers import bert_normalizer
 
-VOCAB_FILE = "vocab.txt"
-TOKENIZER_FILE = "tokenizer.json"
-CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-
-SPECIAL_ROLES = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
-# When the config does not name a special token: the first candidate present in the vocabulary.
-_SPECIAL_CANDIDATES = {
-    "unk_token": ("[UNK]", "<unk>"),
-    "cls_token": ("[CLS]", "<s>"),
-    "sep_token": ("[SEP]", "</s>"),
-    "pad_token": ("[PAD]", "<pad>"),
-    "mask_token": ("[MASK]", "<mask>"),
-}
-MORPHEME_SPLITTERS = (None, "kiwi")
 TRUNCATION_VALUES = (False, True, "longest_first", "only_first", "only_second", "do_not_truncate")
 PADDING_VALUES = (False, True, "longest", "max_length", "do_not_pad")
 RETURN_TENSORS_VALUES = (None, "pt", "np")
-_MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
-MAX_INPUT_CHARS_PER_WORD = 100
-
-
-@dataclass
-class TokenizerConfig:
-    """Text options and special tokens, with the HF `tokenizer_config.json` key names.
-
-    `strip_accents=None` follows `do_lower_case`. Special tokens left None are found in
-    the vocabulary (BERT names first, then RoBERTa names: `<s> </s> <pad> <unk> <mask>`).
-    bertkit extras: `keep_hangul_syllables`, `pretokenize_morphemes` (None or "kiwi").
-    """
-
-    do_lower_case: bool = True
-    strip_accents: bool | None = None
-    tokenize_chinese_chars: bool = True
-    keep_hangul_syllables: bool = True
-    pretokenize_morphemes: str | None = None
-    model_max_length: int = 512
-    unk_token: str | None = None
-    cls_token: str | None = None
-    sep_token: str | None = None
-    pad_token: str | None = None
-    mask_token: str | None = None
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], source: str) -> TokenizerConfig:
-        """Pick and check the known keys of `raw` (others, e.g. HF bookkeeping, are ignored)."""
-        return cls(**{f.name: _checked(f.name, raw[f.name], source) for f in fields(cls) if f.name in raw})
-
-
-def _checked(name: str, value: Any, source: str) -> Any:
-    def bad(expected: str) -> BertkitError:
-        return BertkitError(f"{source}: {name}={value!r} is invalid (expected {expected})")
-
-    if name in ("do_lower_case", "tokenize_chinese_chars", "keep_hangul_syllables"):
-        if not isinstance(value, bool):
-            raise bad("true or false")
-        return value
-    if name == "strip_accents":
-        if value is not None and not isinstance(value, bool):
-            raise bad("true, false or null")
-        return value
-    if name == "pretokenize_morphemes":
-        if value not in MORPHEME_SPLITTERS:
-            raise bad('null or "kiwi"')
-        return value
-    if name == "model_max_length":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
-            raise bad("a positive integer")
-        return min(int(value), _MAX_LENGTH_CAP)
-    # special tokens: a string, HF's AddedToken dict {"content": ...}, or null
-    if isinstance(value, dict):
-        value = value.get("content")
-    if value is not None and (not isinstance(value, str) or not value):
-        raise bad("a non-empty token string or null")
-    return value
 
 
 class Tokenizer:
@@ -131,19 +79,25 @@ class Tokenizer:
     def __init__(self, backend: RustTokenizer, config: TokenizerConfig | None = None):
         self._backend = backend
         self.config = config or TokenizerConfig()
-        backend.no_truncation()  # the resting state; __call__ sets both per call
-        backend.no_padding()
+        backend.no_truncation()  # the resting state: __call__ sets truncation per call
+        backend.no_padding()  # padding is done when assembling the output (encoding.py)
         vocab = backend.get_vocab(with_added_tokens=True)
         self._special = _resolve_special_tokens(self.config, vocab, source="tokenizer config")
-        new_specials = [tok for tok in self._special.values() if tok is not None and not _is_special(backend, tok)]
+        wanted = [*(tok for tok in self._special.values() if tok is not None), *self.config.additional_special_tokens]
+        new_specials = [tok for tok in dict.fromkeys(wanted) if not _is_special(backend, tok)]
         if new_specials:
             backend.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in new_specials])
         if backend.post_processor is None and self.cls_token and self.sep_token:
-            backend.post_processor = _bert_template(self.cls_token, self.cls_token_id, self.sep_token, self.sep_token_id)
+            backend.post_processor = _bert_template(
+                self.cls_token, self.cls_token_id, self.sep_token, self.sep_token_id
+            )
         self._split_morphemes = _morpheme_splitter(self.config.pretokenize_morphemes)
         # Single texts get type id 0 on every token with the usual post-processors; knowing it
         # lets __call__ skip reading token_type_ids back from Rust.
-        self._single_type_ids_zero = not any(backend.encode("a").type_ids)
+        try:
+            self._single_type_ids_zero = not any(backend.encode("a").type_ids)
+        except Exception:  # a model that cannot encode "a" (no unk): read type ids back instead
+            self._single_type_ids_zero = False
 
     # ------------------------------------------------------------------ construction
 
@@ -165,13 +119,13 @@ class Tokenizer:
         for unspellable words or words over 100 characters) -> `[CLS] A [SEP] (B [SEP])`.
         `options` are TokenizerConfig fields overriding `config`.
         """
-        config = _with_options(config or TokenizerConfig(), options)
+        config = (config or TokenizerConfig()).with_options(options)
         vocab_map = dict(vocab) if isinstance(vocab, Mapping) else {tok: i for i, tok in enumerate(vocab)}
         special = _resolve_special_tokens(config, vocab_map, source="WordPiece vocabulary")
         for role in ("unk_token", "cls_token", "sep_token"):
             if special[role] is None:
                 raise BertkitError(
-                    f"WordPiece vocabulary: no {role} (none of {_SPECIAL_CANDIDATES[role]} is in it; "
+                    f"WordPiece vocabulary: no {role} (none of {SPECIAL_CANDIDATES[role]} is in it; "
                     f"set {role} in {CONFIG_FILE})"
                 )
         backend = RustTokenizer(
@@ -188,6 +142,7 @@ class Tokenizer:
             handle_chinese_chars=config.tokenize_chinese_chars,
             clean_text=True,
             keep_hangul=config.keep_hangul_syllables,
+            nfkc=config.nfkc,
         )
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         backend.decoder = decoders.WordPiece(prefix=continuing_subword_prefix)
@@ -212,21 +167,24 @@ class Tokenizer:
         raw: dict[str, Any] = {}
         specials_path = directory / SPECIAL_TOKENS_MAP_FILE
         if specials_path.is_file():
-            raw.update({k: v for k, v in _read_json(specials_path).items() if k in SPECIAL_ROLES})
+            raw.update({k: v for k, v in read_json(specials_path).items() if k in SPECIAL_ROLES})
         if config_path.is_file():
-            raw.update(_read_json(config_path))
-        config = _with_options(TokenizerConfig.from_dict(raw, str(config_path)), options)
+            raw.update(read_json(config_path))
+        config = TokenizerConfig.from_dict(raw, str(config_path)).with_options(options)
         has_config = config_path.is_file() or bool(options)
 
         if not json_path.is_file():
-            return cls.from_wordpiece_vocab(_read_vocab_txt(vocab_path), config)
-        serialized = _read_text(json_path)
-        spec = _parse_json(serialized, json_path)
+            return cls.from_wordpiece_vocab(read_vocab_txt(vocab_path), config)
+        serialized = read_text(json_path)
+        spec = parse_json(serialized, json_path)
         model = spec.get("model")
         if not isinstance(model, dict):
-            raise BertkitError(f"{json_path}: not a tokenizers serialization (no \"model\" object)")
-        if model.get("type") == "WordPiece" and has_config:
-            vocab = _read_vocab_txt(vocab_path) if vocab_path.is_file() else model.get("vocab")
+            raise BertkitError(f'{json_path}: not a tokenizers serialization (no "model" object)')
+        standard_options = bert_pipeline_options(spec)
+        if standard_options is not None and has_config:
+            if "nfkc" not in raw and "nfkc" not in options:  # HF configs cannot say; the file can
+                config = replace(config, nfkc=standard_options["nfkc"])
+            vocab = read_vocab_txt(vocab_path) if vocab_path.is_file() else model.get("vocab")
             if not isinstance(vocab, dict):
                 raise BertkitError(f"{json_path}: WordPiece model without a vocabulary")
             tokenizer = cls.from_wordpiece_vocab(
@@ -241,8 +199,8 @@ class Tokenizer:
             backend = RustTokenizer.from_str(serialized)
         except Exception as exc:  # the Rust parser raises a plain Exception
             raise BertkitError(f"{json_path}: not a valid tokenizer file ({exc})") from exc
-        if model.get("type") == "WordPiece":
-            config = _options_from_normalizer(spec.get("normalizer"), config)
+        if standard_options is not None:  # keep the config consistent with what the file does
+            config = TokenizerConfig(**{**asdict(config), **standard_options})
         return cls(backend, config)
 
     def _carry_added_tokens(self, added: list[dict[str, Any]], source: Path) -> None:
@@ -287,14 +245,16 @@ class Tokenizer:
         spec = json.loads(self._backend.to_str())
         written: list[Path] = []
         if spec["model"]["type"] == "WordPiece":
-            write_text_atomic(directory / VOCAB_FILE, "".join(f"{tok}\n" for tok in _tokens_in_id_order(spec["model"]["vocab"])))
+            write_text_atomic(directory / VOCAB_FILE, vocab_txt(spec["model"]["vocab"]))
             written.append(directory / VOCAB_FILE)
         write_text_atomic(directory / TOKENIZER_FILE, self._backend.to_str(pretty=True))
         written.append(directory / TOKENIZER_FILE)
-        hf_bert = _is_hf_bert_pipeline(spec)
+        hf_bert = is_hf_bert_pipeline(spec)
         config = {"tokenizer_class": "BertTokenizer" if hf_bert else "PreTrainedTokenizerFast"}
         config.update(asdict(self.config))
+        config.update(bert_pipeline_options(spec) or {})  # what the pipeline really does, if it is BERT's
         config.update(self._special)
+        config["additional_special_tokens"] = [t for t in self.all_special_tokens if t not in self._special.values()]
         config["model_max_length"] = self.model_max_length
         config["clean_up_tokenization_spaces"] = True
         config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
@@ -311,7 +271,7 @@ class Tokenizer:
 
     @property
     def model_type(self) -> str:
-        """"WordPiece", "BPE", "Unigram" or "WordLevel"."""
+        """The sub-word model: "WordPiece", "BPE", "Unigram" or "WordLevel"."""
         return type(self._backend.model).__name__
 
     @property
@@ -345,10 +305,15 @@ class Tokenizer:
         return token_id
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
-        """Id(s) to token string(s); an id outside the vocabulary is an error."""
-        if isinstance(ids, int):
+        """Id(s) to token string(s): an int (or 0-d array) gives a str, a sequence a list.
+
+        An id outside the vocabulary is an error.
+        """
+        if hasattr(ids, "tolist"):  # numpy / torch, including 0-d scalars
+            ids = ids.tolist()
+        if isinstance(ids, int) and not isinstance(ids, bool):
             return self._id_token(ids)
-        return [self._id_token(int(i)) for i in _as_id_list(ids, "ids")]
+        return [self._id_token(i) for i in _as_id_list(ids, "ids")]
 
     def _id_token(self, token_id: int) -> str:
         token = self._backend.id_to_token(token_id) if token_id >= 0 else None
@@ -476,30 +441,27 @@ class Tokenizer:
         if self._split_morphemes is not None:
             batch = self._apply_morphemes(batch, is_split_into_words)
             pairs = None if pairs is None else self._apply_morphemes(pairs, is_split_into_words)
-        inputs: list[Any] = batch if pairs is None else list(zip(batch, pairs))
+        inputs: list[Any] = batch if pairs is None else list(zip(batch, pairs, strict=True))
+
+        padding_spec = None
+        if pad_mode is not None:
+            if self.pad_token is None:
+                raise BertkitError("padding needs a pad_token; this tokenizer has none (set pad_token in the config)")
+            padding_spec = Padding(pad_mode, limit, self.pad_token_id, self.pad_token, pad_to_multiple_of)
 
         backend = self._backend
         try:
             if strategy is not None:
                 backend.enable_truncation(limit, stride=stride, strategy=strategy, direction="right")
-            if pad_mode is not None:
-                if self.pad_token is None:
-                    raise BertkitError("padding needs a pad_token; this tokenizer has none (set pad_token in the config)")
-                backend.enable_padding(
-                    direction="right",
-                    pad_id=self.pad_token_id,
-                    pad_type_id=0,
-                    pad_token=self.pad_token,
-                    length=limit if pad_mode == "max_length" else None,
-                    pad_to_multiple_of=pad_to_multiple_of,
-                )
-            try:
-                encodings = backend.encode_batch(inputs, is_pretokenized=is_split_into_words, add_special_tokens=add_special_tokens)
-            except Exception as exc:  # truncation impossible, e.g. the first text alone exceeds max_length
-                raise BertkitError(f"cannot encode with truncation={strategy!r}, max_length={limit}, stride={stride}: {exc}") from exc
+            encodings = backend.encode_batch(
+                inputs, is_pretokenized=is_split_into_words, add_special_tokens=add_special_tokens
+            )
+        except Exception as exc:  # truncation impossible, e.g. the first text alone exceeds max_length
+            raise BertkitError(
+                f"cannot encode with truncation={strategy!r}, max_length={limit}, stride={stride}: {exc}"
+            ) from exc
         finally:
             backend.no_truncation()
-            backend.no_padding()
 
         sample_mapping = None
         if return_overflowing_tokens:
@@ -518,7 +480,7 @@ class Tokenizer:
         result = assemble(
             encodings,
             return_tensors=return_tensors,
-            padded=pad_mode is not None,
+            padding=padding_spec,
             zero_type_ids=pairs is None and self._single_type_ids_zero,
             offsets=offsets,
             sample_mapping=sample_mapping,
@@ -545,7 +507,7 @@ class Tokenizer:
         )["input_ids"]
 
     def tokenize(self, text: str) -> list[str]:
-        """Sub-word token strings of `text`, without special tokens: `"pretraining"` -> `["pre", "##train", "##ing"]`."""
+        """Sub-word tokens of `text`, no special tokens: "pretraining" -> ["pre", "##train", "##ing"]."""
         if not isinstance(text, str):
             raise BertkitError(f"text must be a str, got {type(text).__name__}")
         if self._split_morphemes is not None:
@@ -559,7 +521,9 @@ class Tokenizer:
     def batch_decode(self, batch_ids: Iterable[Sequence[int]] | Any, skip_special_tokens: bool = True) -> list[str]:
         """`decode` for each row of a list of id lists or a (B, T) array/tensor."""
         rows = batch_ids.tolist() if hasattr(batch_ids, "tolist") else list(batch_ids)
-        return self._backend.decode_batch([_as_id_list(r, "batch_ids row") for r in rows], skip_special_tokens=skip_special_tokens)
+        return self._backend.decode_batch(
+            [_as_id_list(r, "batch_ids row") for r in rows], skip_special_tokens=skip_special_tokens
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -569,7 +533,9 @@ class Tokenizer:
 
         def check_words(words: Any, where: str) -> list[str]:
             if not isinstance(words, (list, tuple)):
-                raise BertkitError(f"{where} must be a list of words (str) with is_split_into_words=True, got {type(words).__name__}")
+                raise BertkitError(
+                    f"{where} must be a list of words (str) with is_split_into_words=True, got {type(words).__name__}"
+                )
             for j, word in enumerate(words):
                 if not isinstance(word, str):
                     raise BertkitError(f"{where}[{j}] is {type(word).__name__}, expected str")
@@ -605,10 +571,10 @@ class Tokenizer:
         """Map offsets into morpheme-split texts back to the texts the caller passed."""
         maps: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         restored = []
-        for row, (row_offsets, encoding) in enumerate(zip(offsets, encodings)):
+        for row, (row_offsets, encoding) in enumerate(zip(offsets, encodings, strict=True)):
             sample = sample_mapping[row] if sample_mapping is not None else row
             new_row = []
-            for (start, end), seq in zip(row_offsets, encoding.sequence_ids):
+            for (start, end), seq in zip(row_offsets, encoding.sequence_ids, strict=True):
                 if seq is None or end <= start:
                     new_row.append((start, end))
                     continue
@@ -696,67 +662,9 @@ def _resolve_special_tokens(config: TokenizerConfig, vocab: Mapping[str, int], s
         if token is not None and token not in vocab:
             raise BertkitError(f"{source}: {role}={token!r} is not in the vocabulary")
         if token is None:
-            token = next((c for c in _SPECIAL_CANDIDATES[role] if c in vocab), None)
+            token = next((c for c in SPECIAL_CANDIDATES[role] if c in vocab), None)
         special[role] = token
     return special
-
-
-def _with_options(config: TokenizerConfig, options: Mapping[str, Any]) -> TokenizerConfig:
-    if not options:
-        return config
-    allowed = {f.name for f in fields(TokenizerConfig)}
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise BertkitError(f"unknown tokenizer option(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
-    merged = asdict(config)
-    merged.update(options)
-    return TokenizerConfig.from_dict(merged, source="tokenizer options")
-
-
-def _options_from_normalizer(normalizer: Any, config: TokenizerConfig) -> TokenizerConfig:
-    """Read the text options back from a serialized BERT normalizer (plain HF or bertkit's Hangul-keeping form)."""
-    steps = normalizer.get("normalizers", []) if isinstance(normalizer, dict) and normalizer.get("type") == "Sequence" else [normalizer]
-    types = [s.get("type") if isinstance(s, dict) else None for s in steps]
-    if not steps or types[0] != "BertNormalizer":
-        return config
-    bert = steps[0]
-    lowercase = bool(bert.get("lowercase"))
-    if types == ["BertNormalizer"]:
-        strip = bert.get("strip_accents")
-        keep_hangul = not (strip if strip is not None else lowercase)
-        keep_hangul = config.keep_hangul_syllables and keep_hangul  # no stripping: the option is moot
-    elif types[1:2] == ["NFC"] and all(t == "Replace" for t in types[2:]):  # bert_normalizer(keep_hangul=True)
-        strip, keep_hangul = bert.get("strip_accents"), True
-    else:
-        return config
-    merged = asdict(config)
-    merged.update(
-        do_lower_case=lowercase,
-        strip_accents=strip,
-        tokenize_chinese_chars=bool(bert.get("handle_chinese_chars", True)),
-        keep_hangul_syllables=keep_hangul,
-    )
-    return TokenizerConfig(**merged)
-
-
-def _is_hf_bert_pipeline(spec: Mapping[str, Any]) -> bool:
-    """True when transformers' BertTokenizer rebuilds exactly this pipeline from the config."""
-    normalizer, pre = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}
-    return (
-        spec["model"]["type"] == "WordPiece"
-        and normalizer.get("type") == "BertNormalizer"
-        and normalizer.get("clean_text", True)
-        and pre.get("type") == "BertPreTokenizer"
-        and spec["model"].get("continuing_subword_prefix") == "##"
-        and spec["model"].get("max_input_chars_per_word") == MAX_INPUT_CHARS_PER_WORD
-    )
-
-
-def _tokens_in_id_order(vocab: Mapping[str, int]) -> list[str]:
-    by_id = sorted(vocab.items(), key=lambda item: item[1])
-    if [i for _, i in by_id] != list(range(len(by_id))):
-        raise BertkitError("cannot write vocab.txt: the WordPiece ids are not contiguous from 0")
-    return [tok for tok, _ in by_id]
 
 
 def _morpheme_splitter(kind: str | None) -> Callable[[str], str] | None:
@@ -767,42 +675,3 @@ def _morpheme_splitter(kind: str | None) -> Callable[[str], str] | None:
     except ImportError as exc:
         raise BertkitError(f"pretokenize_morphemes={kind!r} needs bertkit.tokenization.morphemes ({exc})") from exc
     return morpheme_splitter()
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BertkitError(f"{path}: not valid UTF-8 (byte offset {exc.start})") from exc
-    except OSError as exc:
-        raise BertkitError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    return _parse_json(_read_text(path), path)
-
-
-def _parse_json(text: str, path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BertkitError(f"{path}: corrupt JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
-    if not isinstance(data, dict):
-        raise BertkitError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _read_vocab_txt(path: Path) -> dict[str, int]:
-    """vocab.txt: one token per line, id = line number - 1 (a final newline is optional)."""
-    lines = _read_text(path).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    vocab: dict[str, int] = {}
-    for index, line in enumerate(lines):
-        token = line.removesuffix("\r")
-        if token in vocab:
-            raise BertkitError(f"{path}:{index + 1}: token {token!r} repeats line {vocab[token] + 1}")
-        vocab[token] = index
-    if not vocab:
-        raise BertkitError(f"{path}: empty vocabulary")
-    return vocab
