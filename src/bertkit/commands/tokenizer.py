@@ -1,0 +1,170 @@
+"""`bertkit tokenizer train|stats`: train a vocabulary on a corpus; report its quality."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+ALGORITHM_HELP = (
+    "wordpiece (likelihood rule, default), wordpiece-freq (frequency rule, tokenizers library), "
+    "bpe (frequency merges, </w> suffix), bbpe (byte-level BPE, never [UNK])"
+)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("tokenizer", help="train a tokenizer; report tokenizer quality")
+    commands = parser.add_subparsers(dest="tokenizer_command", metavar="{train,stats}")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+    _add_train(commands)
+    _add_stats(commands)
+
+
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="text (one sentence or paragraph a line), .jsonl or .tsv; any may be .gz",
+    )
+    p.add_argument("--text-field", default="text", metavar="NAME", help="JSONL field holding the text (default: text)")
+    p.add_argument("--tsv-column", metavar="NAME", help="read the files as TSV with a header; use this column")
+    p.add_argument(
+        "--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines instead of stopping"
+    )
+
+
+def _add_train(commands) -> None:
+    p = commands.add_parser(
+        "train",
+        help="train wordpiece / wordpiece-freq / bpe / bbpe",
+        description="Train a tokenizer and write a Hugging Face compatible directory "
+        "(tokenizer.json, vocab.txt or vocab.json+merges.txt, tokenizer_config.json).",
+    )
+    _add_input_options(p)
+    p.add_argument("--output", "-o", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--algorithm", default="wordpiece", metavar="NAME", help=ALGORITHM_HELP)
+    p.add_argument(
+        "--vocab-size", type=int, default=30000, metavar="N", help="specials + alphabet + learned (default: 30000)"
+    )
+    p.add_argument(
+        "--min-frequency", type=int, default=2, metavar="N", help="a pair needs this count to be merged (default: 2)"
+    )
+    p.add_argument("--limit-alphabet", type=int, metavar="N", help="keep only the N most frequent characters")
+    text = p.add_argument_group("text normalization (saved with the tokenizer; encoding does the same)")
+    text.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased BERT)")
+    text.add_argument(
+        "--strip-accents",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="strip accents (default: when lowercasing)",
+    )
+    text.add_argument("--nfkc", action="store_true", help="apply Unicode NFKC first (full-width forms etc.)")
+    text.add_argument(
+        "--cjk-split",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="put spaces around CJK ideographs (default: on, off for bbpe)",
+    )
+    text.add_argument(
+        "--decompose-hangul",
+        action="store_true",
+        help="let accent stripping split Hangul syllables into jamo (original BERT; default: keep them)",
+    )
+    text.add_argument("--morphemes", metavar="kiwi", help="split Korean words into morphemes first (needs bertkit[ko])")
+    special = p.add_argument_group(
+        "special tokens (default: [PAD] [UNK] [CLS] [SEP] [MASK]; bbpe: <s> <pad> </s> <unk> <mask>)"
+    )
+    for role in ("pad", "unk", "cls", "sep", "mask"):
+        special.add_argument(f"--{role}-token", metavar="TOKEN")
+    special.add_argument("--extra-special-tokens", metavar="A,B", help="more special tokens, comma-separated")
+    special.add_argument("--unused-tokens", type=int, default=0, metavar="N", help="reserve [unused0]..[unusedN-1]")
+    p.add_argument(
+        "--model-max-length", type=int, default=512, metavar="N", help="saved in tokenizer_config.json (default: 512)"
+    )
+    p.add_argument("--workers", type=int, metavar="N", help="processes for word counting (default: all cores)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_train)
+
+
+def _add_stats(commands) -> None:
+    p = commands.add_parser(
+        "stats",
+        help="fertility, [UNK] rate, words kept whole, length histogram",
+        description="Measure a tokenizer on held-out text: sub-words per whitespace word (fertility), "
+        "unknown-token rate, share of words kept whole; writes a length-histogram PNG.",
+    )
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer directory")
+    _add_input_options(p)
+    p.add_argument(
+        "--histogram", metavar="PNG", help="where to write the PNG (default: <tokenizer dir name>-lengths.png)"
+    )
+    p.add_argument("--max-lines", type=int, metavar="N", help="measure only the first N lines")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    p.set_defaults(func=run_stats)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from bertkit.tokenization.train import TextOptions, TrainOptions, train_tokenizer
+    from bertkit.tokenization.train.options import default_specials
+
+    specials = default_specials(args.algorithm)
+    overrides = {role: getattr(args, f"{role}_token") for role in ("pad", "unk", "cls", "sep", "mask")}
+    extra = tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
+    specials = replace(specials, **{k: v for k, v in overrides.items() if v}, extra=extra, unused=args.unused_tokens)
+    options = TrainOptions(
+        algorithm=args.algorithm,
+        vocab_size=args.vocab_size,
+        min_frequency=args.min_frequency,
+        limit_alphabet=args.limit_alphabet,
+        text=TextOptions(
+            lowercase=not args.cased,
+            strip_accents=args.strip_accents,
+            nfkc=args.nfkc,
+            tokenize_chinese_chars=args.cjk_split,
+            keep_hangul=not args.decompose_hangul,
+            morphemes=args.morphemes,
+        ),
+        specials=specials,
+        model_max_length=args.model_max_length,
+        text_field=args.text_field,
+        skip_bad_lines=args.skip_bad_lines,
+        workers=args.workers,
+        show_progress=not args.no_progress,
+    )
+    result = train_tokenizer(args.files, args.output, options, tsv_column=args.tsv_column)
+    print(f"{options.algorithm}: {result.vocab_size:,} tokens in {result.seconds:.1f}s -> {result.output_dir}")
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from itertools import islice
+
+    from bertkit.tokenization import Tokenizer
+    from bertkit.tokenization.train.corpus import CorpusSource, existing_files, iter_texts
+    from bertkit.tokenization.train.stats import format_report, measure, plot_histogram
+
+    if args.max_lines is not None and args.max_lines < 1:
+        raise BertkitError(f"--max-lines={args.max_lines} must be a positive integer")
+    tokenizer = Tokenizer.from_pretrained(args.tokenizer)
+    source = CorpusSource(
+        existing_files(args.files),
+        text_field=args.text_field,
+        tsv_column=args.tsv_column,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    stats = measure(tokenizer, islice(iter_texts(source), args.max_lines))
+    name = Path(args.tokenizer).resolve().name
+    png = Path(args.histogram) if args.histogram else Path(f"{name}-lengths.png")
+    title = f"{name} on {', '.join(Path(f).name for f in source.files)}"
+    plot_histogram(stats, png, title)
+    if args.json:
+        print(json.dumps({"tokenizer": str(args.tokenizer), **stats.summary(), "histogram": str(png)}))
+    else:
+        print(format_report(stats, title))
+        print(f"  histogram          {png}")
+    return 0

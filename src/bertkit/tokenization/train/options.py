@@ -1,0 +1,154 @@
+"""What a tokenizer training run is asked to do: algorithm, sizes, text options, specials.
+
+Plain frozen dataclasses checked on construction; a bad value raises `ConfigError`
+naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from bertkit.errors import BertkitError, ConfigError
+
+ALGORITHMS = ("wordpiece", "wordpiece-freq", "bpe", "bbpe")
+MORPHEME_SPLITTERS = (None, "kiwi")
+SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Special tokens by role, and the order in which they open the vocabulary (ids 0, 1, ...).
+
+    After the five role tokens come `extra` tokens, then `unused` placeholder slots
+    `[unused0]`, `[unused1]`, ... (BERT reserves such slots for later use).
+    """
+
+    pad: str = "[PAD]"
+    unk: str = "[UNK]"
+    cls: str = "[CLS]"
+    sep: str = "[SEP]"
+    mask: str = "[MASK]"
+    extra: tuple[str, ...] = ()
+    unused: int = 0
+    order: tuple[str, ...] = SPECIAL_ROLES
+
+    def __post_init__(self) -> None:
+        if sorted(self.order) != sorted(SPECIAL_ROLES):
+            raise ConfigError(f"special token order={self.order!r} must list each of {SPECIAL_ROLES} once")
+        if not isinstance(self.unused, int) or self.unused < 0:
+            raise ConfigError(f"unused={self.unused!r} must be an integer >= 0")
+        tokens = self.tokens()
+        for token in tokens:
+            if not isinstance(token, str) or not token.strip() or any(c.isspace() for c in token):
+                raise ConfigError(f"special token {token!r} must be a non-empty string without whitespace")
+        repeated = sorted({t for t in tokens if tokens.count(t) > 1})
+        if repeated:
+            raise ConfigError(f"special tokens must be distinct; repeated: {', '.join(repeated)}")
+
+    def role(self, name: str) -> str:
+        return getattr(self, name)
+
+    def tokens(self) -> list[str]:
+        """All special tokens in vocabulary order."""
+        unused = [f"[unused{i}]" for i in range(self.unused)]
+        return [self.role(r) for r in self.order] + list(self.extra) + unused
+
+
+BERT_SPECIALS = SpecialTokens()
+# RoBERTa's names and ids: <s>=0 <pad>=1 </s>=2 <unk>=3 <mask>=4; <s>/</s> play [CLS]/[SEP].
+ROBERTA_SPECIALS = SpecialTokens(
+    pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>", order=("cls", "pad", "sep", "unk", "mask")
+)
+
+
+def default_specials(algorithm: str) -> SpecialTokens:
+    """BERT names for the WordPiece and BPE variants, RoBERTa names for byte-level BPE."""
+    return ROBERTA_SPECIALS if algorithm == "bbpe" else BERT_SPECIALS
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    """Normalization and pre-tokenization shared by training and encoding.
+
+    `strip_accents=None` follows `lowercase` (BERT's rule). `tokenize_chinese_chars`
+    (spaces around CJK ideographs) None means on, except for bbpe (RoBERTa does not).
+    `keep_hangul` recomposes Hangul syllables after accent stripping (False = original
+    BERT, which leaves jamo). `morphemes="kiwi"` splits Korean words into morphemes
+    (kiwipiepy) before anything else.
+    """
+
+    lowercase: bool = True
+    strip_accents: bool | None = None
+    nfkc: bool = False
+    tokenize_chinese_chars: bool | None = None
+    keep_hangul: bool = True
+    morphemes: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.morphemes not in MORPHEME_SPLITTERS:
+            raise ConfigError(f"morphemes={self.morphemes!r} is not supported (allowed: none, kiwi)")
+
+    @property
+    def strips_accents(self) -> bool:
+        return self.lowercase if self.strip_accents is None else self.strip_accents
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """One training run. `vocab_size` counts specials + alphabet + learned tokens.
+
+    `min_frequency`: a pair needs at least this (word-frequency weighted) count to be
+    merged. `limit_alphabet`: keep only the most frequent characters; words with other
+    characters are left out (encoding makes them the unknown token). Not for bbpe, whose
+    alphabet is the 256 bytes. `workers`: processes for word counting (None = all cores).
+    """
+
+    algorithm: str = "wordpiece"
+    vocab_size: int = 30000
+    min_frequency: int = 2
+    limit_alphabet: int | None = None
+    text: TextOptions = field(default_factory=TextOptions)
+    specials: SpecialTokens | None = None  # None: default_specials(algorithm)
+    model_max_length: int = 512
+    text_field: str = "text"
+    skip_bad_lines: bool = False
+    workers: int | None = None
+    show_progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ConfigError(f"algorithm={self.algorithm!r} is unknown (allowed: {', '.join(ALGORITHMS)})")
+        _positive_int("vocab_size", self.vocab_size)
+        _positive_int("min_frequency", self.min_frequency)
+        _positive_int("model_max_length", self.model_max_length)
+        if self.limit_alphabet is not None:
+            _positive_int("limit_alphabet", self.limit_alphabet)
+            if self.algorithm == "bbpe":
+                raise ConfigError("limit_alphabet does not apply to bbpe (its alphabet is the 256 byte symbols)")
+        if self.workers is not None:
+            _positive_int("workers", self.workers)
+        if not self.text_field:
+            raise ConfigError("text_field must be a non-empty JSON key")
+        if self.text.tokenize_chinese_chars is None:  # resolve the per-algorithm default once
+            object.__setattr__(self, "text", replace(self.text, tokenize_chinese_chars=self.algorithm != "bbpe"))
+
+    @property
+    def special_tokens(self) -> SpecialTokens:
+        return self.specials if self.specials is not None else default_specials(self.algorithm)
+
+    def room_to_learn(self, alphabet_size: int) -> int:
+        """Tokens left to learn after the specials and the alphabet; an error when negative."""
+        reserved = len(self.special_tokens.tokens())
+        room = self.vocab_size - reserved - alphabet_size
+        if room < 0:
+            hint = "" if self.algorithm == "bbpe" else " or a limit_alphabet"
+            raise BertkitError(
+                f"vocab_size={self.vocab_size} is smaller than the {reserved} special tokens + {alphabet_size} "
+                f"alphabet symbols of this corpus (use vocab_size >= {reserved + alphabet_size}{hint})"
+            )
+        return room
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}={value!r} must be a positive integer")

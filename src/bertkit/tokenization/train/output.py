@@ -1,0 +1,113 @@
+"""Writing a trained tokenizer as a Hugging Face compatible directory.
+
+  tokenizer.json           the full `tokenizers` pipeline (normalizer, pre-tokenizer, model,
+                           post-processor with the special tokens, decoder)
+  vocab.txt                WordPiece: one token per line, id = line number - 1
+  vocab.json, merges.txt   BPE / byte-level BPE (GPT-2 layout)
+  tokenizer_config.json    HF keys (tokenizer_class, do_lower_case, strip_accents,
+                           tokenize_chinese_chars, special tokens, model_max_length) and
+                           bertkit's: keep_hangul_syllables, pretokenize_morphemes, nfkc,
+                           bertkit_training (how it was trained)
+  special_tokens_map.json  the special tokens by role
+
+`tokenizer_class` is "BertTokenizer" when transformers' BertTokenizer, which rebuilds the
+pipeline from vocab.txt and the config, reproduces training exactly; otherwise
+"PreTrainedTokenizerFast", which runs tokenizer.json as is: NFKC, Hangul kept whole while
+accents are stripped (with Hangul in the vocabulary), and all BPE variants.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from tokenizers import Tokenizer
+
+from bertkit.atomic import write_text_atomic
+from bertkit.errors import BertkitError
+from bertkit.tokenization.train.options import TrainOptions
+
+
+def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions, files: Sequence[str]) -> list[Path]:
+    """Write the tokenizer files to `directory` (created if needed); returns the paths written."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BertkitError(f"{directory}: cannot create the output directory ({exc.strerror or exc})") from exc
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    written = []
+
+    def write(name: str, text: str) -> None:
+        write_text_atomic(directory / name, text)
+        written.append(directory / name)
+
+    write("tokenizer.json", tokenizer.to_str(pretty=True))
+    by_id = sorted(vocab, key=vocab.__getitem__)
+    if options.algorithm in ("wordpiece", "wordpiece-freq"):
+        write("vocab.txt", "".join(f"{token}\n" for token in by_id))
+    else:
+        model = json.loads(tokenizer.to_str())["model"]
+        write("vocab.json", json.dumps(model["vocab"], ensure_ascii=False) + "\n")
+        merges = ["#version: 0.2"] + [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+        write("merges.txt", "\n".join(merges) + "\n")
+    write(
+        "tokenizer_config.json",
+        json.dumps(tokenizer_config(options, by_id, files), indent=2, ensure_ascii=False) + "\n",
+    )
+    specials = options.special_tokens
+    special_map = {f"{role}_token": specials.role(role) for role in ("unk", "cls", "sep", "pad", "mask")}
+    if options.algorithm == "bbpe":
+        special_map.update(bos_token=specials.cls, eos_token=specials.sep)
+    write("special_tokens_map.json", json.dumps(special_map, indent=2, ensure_ascii=False) + "\n")
+    return written
+
+
+def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequence[str]) -> dict:
+    """The tokenizer_config.json content for a run that produced `vocab`."""
+    text, specials = options.text, options.special_tokens
+    config = {
+        "tokenizer_class": tokenizer_class(options, vocab),
+        "do_lower_case": text.lowercase,
+        "strip_accents": text.strip_accents,
+        "tokenize_chinese_chars": text.tokenize_chinese_chars,
+        "keep_hangul_syllables": text.keep_hangul,
+        "pretokenize_morphemes": text.morphemes,
+        "nfkc": text.nfkc,
+        "unk_token": specials.unk,
+        "cls_token": specials.cls,
+        "sep_token": specials.sep,
+        "pad_token": specials.pad,
+        "mask_token": specials.mask,
+        "model_max_length": options.model_max_length,
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+        "clean_up_tokenization_spaces": options.algorithm != "bbpe",
+    }
+    if options.algorithm == "bbpe":
+        config.update(bos_token=specials.cls, eos_token=specials.sep, add_prefix_space=True)
+    extra = list(specials.extra) + [f"[unused{i}]" for i in range(specials.unused)]
+    if extra:
+        config["additional_special_tokens"] = extra
+    config["bertkit_training"] = {
+        "algorithm": options.algorithm,
+        "vocab_size": options.vocab_size,
+        "min_frequency": options.min_frequency,
+        "limit_alphabet": options.limit_alphabet,
+        "files": [Path(f).name for f in files],
+    }
+    return config
+
+
+def tokenizer_class(options: TrainOptions, vocab: Sequence[str]) -> str:
+    """ "BertTokenizer" when transformers' BertTokenizer rebuilds this pipeline exactly."""
+    text = options.text
+    if options.algorithm not in ("wordpiece", "wordpiece-freq") or text.nfkc:
+        return "PreTrainedTokenizerFast"
+    # BertTokenizer's accent stripping would turn Hangul syllables into jamo
+    if text.strips_accents and text.keep_hangul and any(_has_hangul_syllable(token) for token in vocab):
+        return "PreTrainedTokenizerFast"
+    return "BertTokenizer"
+
+
+def _has_hangul_syllable(token: str) -> bool:
+    return any("\uac00" <= c <= "\ud7a3" for c in token)
