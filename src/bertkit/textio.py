@@ -53,7 +53,7 @@ def iter_lines(path: str | Path, text_field: str = "text", skip_bad: bool = Fals
                         continue
                     raise BertkitError(
                         f"{path}:{line_no}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                        f"{exc.start + 1}); convert the file to UTF-8 or skip bad lines"
+                        f"{exc.start + 1}); convert the file to UTF-8 or pass --skip-bad-lines"
                     ) from exc
                 line = line.rstrip("\r\n")
                 if line_no == 1:

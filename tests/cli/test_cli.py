@@ -48,6 +48,20 @@ def test_embed_bad_files(minilm_dir, tmp_path, capsys, content, message):
     assert __import__("re").search(message, err)
 
 
+def test_embed_skips_bad_lines_on_request(minilm_dir, tmp_path, capsys):
+    src = tmp_path / "texts.txt"
+    src.write_bytes(b"fine\n\xff\xfe broken\nalso fine\n")
+    assert main(["embed", "--model", str(minilm_dir), "--file", str(src), "--skip-bad-lines"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["text"] for r in rows] == ["fine", "also fine"]
+
+
+def test_embed_rejects_an_unknown_output_type_before_any_work(tmp_path, capsys):
+    # the model directory does not exist: the output name is checked first
+    assert main(["embed", "--model", str(tmp_path / "missing"), "-o", str(tmp_path / "v.txt"), "hi"]) == 1
+    assert "expected a .npy or .jsonl file name" in capsys.readouterr().err
+
+
 def test_errors_are_one_line_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "embed", "--model", str(tmp_path / "missing"), "hi"],
                           capture_output=True, text=True, timeout=120)

@@ -23,6 +23,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="checkpoint directory (config.json, model.safetensors, vocab.txt)")
     p.add_argument("--file", help="read texts from this file, one per line (JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines of --file")
     p.add_argument("--output", "-o", help="write .npy (array N x D) or .jsonl; default: JSONL on stdout")
     p.add_argument("--pooling", choices=POOLING_CHOICES, default="mean")
     p.add_argument("--layers", choices=LAYER_CHOICES, default="last", help="which layers (BERT paper Table 7)")
@@ -33,14 +34,14 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def read_texts(texts: list[str], file: str | None, text_field: str = "text") -> list[str]:
+def read_texts(texts: list[str], file: str | None, text_field: str = "text", skip_bad: bool = False) -> list[str]:
     """Texts from arguments, else from `file`, else from stdin; never silently empty."""
     if texts and file:
         raise BertkitError("give texts as arguments or --file, not both")
     if texts:
         return texts
     if file:
-        lines = [text for _, text in iter_lines(file, text_field=text_field)]
+        lines = [text for _, text in iter_lines(file, text_field=text_field, skip_bad=skip_bad)]
         if not lines:
             raise BertkitError(f"{file}: empty file, no texts to process")
         return lines
@@ -64,23 +65,23 @@ def _parse_weights(raw: str | None) -> list[float] | None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.features import embed
 
-    texts = read_texts(args.texts, args.file, args.text_field)
+    if args.output and not args.output.endswith((".npy", ".jsonl")):
+        raise BertkitError(f"--output {args.output}: expected a .npy or .jsonl file name")
+    if args.output and args.output.endswith(".npy") and args.pooling == "none":
+        raise BertkitError("--output .npy needs one vector per text; use .jsonl with --pooling none")
+    texts = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     vectors = embed(texts, model=args.model, pooling=args.pooling, layers=args.layers,
                     layer_weights=_parse_weights(args.layer_weights), batch_size=args.batch_size,
                     max_length=args.max_length, normalize=args.normalize)
     if args.output and args.output.endswith(".npy"):
-        if args.pooling == "none":
-            raise BertkitError("--output .npy needs one vector per text; use .jsonl with --pooling none")
         buffer = io.BytesIO()
         np.save(buffer, vectors)
         write_bytes_atomic(args.output, buffer.getvalue())
         print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} float32 to {args.output}", file=sys.stderr)
         return 0
-    lines = "".join(json.dumps({"text": t, "embedding": np.round(v, 6).tolist()}, ensure_ascii=False) + "\n"
+    lines = "".join(json.dumps({"text": t, "embedding": np.round(v.astype(np.float64), 6).tolist()}, ensure_ascii=False) + "\n"
                     for t, v in zip(texts, vectors))
     if args.output:
-        if not args.output.endswith(".jsonl"):
-            raise BertkitError(f"--output {args.output}: expected a .npy or .jsonl file name")
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(args.output, lines.encode("utf-8"))
         print(f"wrote {len(texts)} embeddings to {args.output}", file=sys.stderr)
