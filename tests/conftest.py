@@ -6,9 +6,6 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
 
 @pytest.fixture(scope="session")
 def minilm_dir() -> Path:

@@ -106,12 +106,14 @@ def plot_heatmap(matrix: np.ndarray, labels: list[str], out_dir: Path) -> Path:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 5))
-    image = ax.imshow(matrix, vmin=np.floor(matrix.min() * 10) / 10, vmax=1.0, cmap="viridis")
+    low = np.floor(matrix.min() * 10) / 10
+    image = ax.imshow(matrix, vmin=low, vmax=1.0, cmap="viridis")
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
     ax.set_yticks(range(len(labels)), labels)
     for i in range(len(labels)):
         for j in range(len(labels)):
-            ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
+            bright = (matrix[i, j] - low) / (1.0 - low) > 0.6  # viridis turns yellow: dark text there
+            ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", color="k" if bright else "w", fontsize=8)
     ax.set_title(f"cosine similarity of contextual '{WORD}' vectors")
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
