@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -17,13 +19,25 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file in the same directory + os.replace)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path next to `path` for a writer that wants a file name (e.g. safetensors).
+
+    On a clean exit the temporary file replaces `path`; on any error it is removed and
+    `path` is left as it was.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -8,14 +8,13 @@ tied copy of the word embeddings and which bertkit ties functionally.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from bertkit.atomic import atomic_path
 from bertkit.errors import BertkitError
 
 SAFETENSORS_NAME = "model.safetensors"
@@ -98,15 +97,9 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
 
 
 def save_pretrained_weights(model: torch.nn.Module, directory: Path) -> Path:
-    """Write model.safetensors atomically (temp file + os.replace)."""
+    """Write model.safetensors atomically (see bertkit.atomic)."""
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     path = directory / SAFETENSORS_NAME
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{SAFETENSORS_NAME}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(state, tmp, metadata={"format": "pt"})
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt"})
     return path
