@@ -77,7 +77,7 @@ def _add_train(commands) -> None:
     special = p.add_argument_group(
         "special tokens (default: [PAD] [UNK] [CLS] [SEP] [MASK]; bbpe: <s> <pad> </s> <unk> <mask>)"
     )
-    for role in ("pad", "unk", "cls", "sep", "mask"):
+    for role in ("pad", "unk", "cls", "sep", "mask"):  # options.SPECIAL_ROLES; importing it here slows --help
         special.add_argument(f"--{role}-token", metavar="TOKEN")
     special.add_argument("--extra-special-tokens", metavar="A,B", help="more special tokens, comma-separated")
     special.add_argument("--unused-tokens", type=int, default=0, metavar="N", help="reserve [unused0]..[unusedN-1]")
@@ -110,10 +110,10 @@ def run_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from bertkit.tokenization.train import TextOptions, TrainOptions, train_tokenizer
-    from bertkit.tokenization.train.options import default_specials
+    from bertkit.tokenization.train.options import SPECIAL_ROLES, default_specials
 
     specials = default_specials(args.algorithm)
-    overrides = {role: getattr(args, f"{role}_token") for role in ("pad", "unk", "cls", "sep", "mask")}
+    overrides = {role: getattr(args, f"{role}_token") for role in SPECIAL_ROLES}
     extra = tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
     specials = replace(specials, **{k: v for k, v in overrides.items() if v}, extra=extra, unused=args.unused_tokens)
     options = TrainOptions(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError
+from bertkit.tokenization.wordpiece import MAX_INPUT_CHARS_PER_WORD, WORDPIECE_PREFIX
 
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
@@ -32,7 +33,6 @@ SPECIAL_CANDIDATES = {
     "mask_token": ("[MASK]", "<mask>"),
 }
 MORPHEME_SPLITTERS = (None, "kiwi")
-MAX_INPUT_CHARS_PER_WORD = 100  # BERT: a longer word becomes [UNK]
 _MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
 
 
@@ -158,7 +158,7 @@ def is_hf_bert_pipeline(spec: Mapping[str, Any]) -> bool:
         and normalizer.get("type") == "BertNormalizer"
         and normalizer.get("clean_text", True)
         and pre_tokenizer.get("type") == "BertPreTokenizer"
-        and model.get("continuing_subword_prefix") == "##"
+        and model.get("continuing_subword_prefix") == WORDPIECE_PREFIX
         and model.get("max_input_chars_per_word") == MAX_INPUT_CHARS_PER_WORD
     )
 

@@ -36,16 +36,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Encoding, decoders, pre_tokenizers, processors
+from tokenizers import AddedToken, Encoding
 from tokenizers import Tokenizer as RustTokenizer
-from tokenizers.models import WordPiece
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, unbatch
 from bertkit.tokenization.files import (
     CONFIG_FILE,
-    MAX_INPUT_CHARS_PER_WORD,
     SPECIAL_CANDIDATES,
     SPECIAL_ROLES,
     SPECIAL_TOKENS_MAP_FILE,
@@ -61,6 +59,12 @@ from bertkit.tokenization.files import (
     vocab_txt,
 )
 from bertkit.tokenization.normalizers import bert_normalizer
+from bertkit.tokenization.wordpiece import (
+    MAX_INPUT_CHARS_PER_WORD,
+    WORDPIECE_PREFIX,
+    bert_template,
+    wordpiece_backend,
+)
 
 TRUNCATION_VALUES = (False, True, "longest_first", "only_first", "only_second", "do_not_truncate")
 PADDING_VALUES = (False, True, "longest", "max_length", "do_not_pad")
@@ -88,10 +92,14 @@ class Tokenizer:
         if new_specials:
             backend.add_special_tokens([AddedToken(tok, special=True, normalized=False) for tok in new_specials])
         if backend.post_processor is None and self.cls_token and self.sep_token:
-            backend.post_processor = _bert_template(
+            backend.post_processor = bert_template(
                 self.cls_token, self.cls_token_id, self.sep_token, self.sep_token_id
             )
-        self._split_morphemes = _morpheme_splitter(self.config.pretokenize_morphemes)
+        self._split_morphemes: Callable[[str], str] | None = None
+        if self.config.pretokenize_morphemes:
+            from bertkit.tokenization.morphemes import morpheme_splitter  # kiwipiepy is an optional extra
+
+            self._split_morphemes = morpheme_splitter()
         # Single texts get type id 0 on every token with the usual post-processors; knowing it
         # lets __call__ skip reading token_type_ids back from Rust.
         try:
@@ -107,7 +115,7 @@ class Tokenizer:
         vocab: Mapping[str, int] | Sequence[str],
         config: TokenizerConfig | None = None,
         *,
-        continuing_subword_prefix: str = "##",
+        continuing_subword_prefix: str = WORDPIECE_PREFIX,
         max_input_chars_per_word: int = MAX_INPUT_CHARS_PER_WORD,
         **options: Any,
     ) -> Tokenizer:
@@ -128,15 +136,7 @@ class Tokenizer:
                     f"WordPiece vocabulary: no {role} (none of {SPECIAL_CANDIDATES[role]} is in it; "
                     f"set {role} in {CONFIG_FILE})"
                 )
-        backend = RustTokenizer(
-            WordPiece(
-                vocab_map,
-                unk_token=special["unk_token"],
-                continuing_subword_prefix=continuing_subword_prefix,
-                max_input_chars_per_word=max_input_chars_per_word,
-            )
-        )
-        backend.normalizer = bert_normalizer(
+        normalizer = bert_normalizer(
             lowercase=config.do_lower_case,
             strip_accents=config.strip_accents,
             handle_chinese_chars=config.tokenize_chinese_chars,
@@ -144,10 +144,15 @@ class Tokenizer:
             keep_hangul=config.keep_hangul_syllables,
             nfkc=config.nfkc,
         )
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        backend.decoder = decoders.WordPiece(prefix=continuing_subword_prefix)
+        backend = wordpiece_backend(
+            vocab_map,
+            special["unk_token"],
+            normalizer,
+            prefix=continuing_subword_prefix,
+            max_input_chars_per_word=max_input_chars_per_word,
+        )
         cls_token, sep_token = special["cls_token"], special["sep_token"]
-        backend.post_processor = _bert_template(cls_token, vocab_map[cls_token], sep_token, vocab_map[sep_token])
+        backend.post_processor = bert_template(cls_token, vocab_map[cls_token], sep_token, vocab_map[sep_token])
         return cls(backend, config)
 
     @classmethod
@@ -190,7 +195,7 @@ class Tokenizer:
             tokenizer = cls.from_wordpiece_vocab(
                 vocab,
                 config,
-                continuing_subword_prefix=model.get("continuing_subword_prefix") or "##",
+                continuing_subword_prefix=model.get("continuing_subword_prefix") or WORDPIECE_PREFIX,
                 max_input_chars_per_word=model.get("max_input_chars_per_word") or MAX_INPUT_CHARS_PER_WORD,
             )
             tokenizer._carry_added_tokens(spec.get("added_tokens") or [], json_path)
@@ -641,15 +646,6 @@ def _as_id_list(ids: Any, name: str) -> list[int]:
     return list(ids)
 
 
-def _bert_template(cls_token: str, cls_id: int, sep_token: str, sep_id: int) -> processors.TemplateProcessing:
-    """`[CLS] A [SEP]` (all type 0) and `[CLS] A [SEP] B [SEP]` (B and its [SEP] type 1)."""
-    return processors.TemplateProcessing(
-        single=f"{cls_token}:0 $A:0 {sep_token}:0",
-        pair=f"{cls_token}:0 $A:0 {sep_token}:0 $B:1 {sep_token}:1",
-        special_tokens=[(cls_token, cls_id), (sep_token, sep_id)],
-    )
-
-
 def _is_special(backend: RustTokenizer, token: str) -> bool:
     return any(t.content == token and t.special for t in backend.get_added_tokens_decoder().values())
 
@@ -666,12 +662,3 @@ def _resolve_special_tokens(config: TokenizerConfig, vocab: Mapping[str, int], s
         special[role] = token
     return special
 
-
-def _morpheme_splitter(kind: str | None) -> Callable[[str], str] | None:
-    if kind is None:
-        return None
-    try:
-        from bertkit.tokenization.morphemes import morpheme_splitter
-    except ImportError as exc:
-        raise BertkitError(f"pretokenize_morphemes={kind!r} needs bertkit.tokenization.morphemes ({exc})") from exc
-    return morpheme_splitter()

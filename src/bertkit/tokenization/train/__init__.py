@@ -29,8 +29,9 @@ from bertkit.tokenization.train.options import (
     TrainOptions,
 )
 from bertkit.tokenization.train.output import save_tokenizer
-from bertkit.tokenization.train.pipelines import MAX_INPUT_CHARS_PER_WORD, wordpiece_tokenizer
+from bertkit.tokenization.train.pipelines import wordpiece_tokenizer
 from bertkit.tokenization.train.wordpiece_likelihood import learn_wordpiece, select_alphabet
+from bertkit.tokenization.wordpiece import MAX_INPUT_CHARS_PER_WORD
 
 __all__ = [
     "ALGORITHMS",

@@ -15,13 +15,14 @@ equal running the full pipeline on every line (a test checks it on awkward text)
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from tokenizers import pre_tokenizers
 from tqdm import tqdm
@@ -147,7 +148,7 @@ class WordCounter:
 
     def __call__(self, texts: Sequence[str]) -> Counter[str]:
         """Word counts of `texts`."""
-        split = self._morpheme_split()
+        _, _, split = self._parts()
         if split is not None:
             texts = [split(t) for t in texts]
         words: Counter[str] = Counter()
@@ -175,15 +176,21 @@ class WordCounter:
                 words[word] += count
         return words
 
-    def _morpheme_split(self) -> Callable[[str], str] | None:
+    def _parts(self) -> tuple[Any, Any, Callable[[str], str] | None]:
+        """(normalizer, pre-tokenizer, morpheme splitter or None), built on first use in each process."""
         if self._pipeline is None:
             pre_tokenizer = (
                 pre_tokenizers.BertPreTokenizer()
                 if self.scheme == "bert"
                 else pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
             )
-            self._pipeline = (text_normalizer(self.text), pre_tokenizer, _morpheme_function(self.text.morphemes))
-        return self._pipeline[2]
+            split = None
+            if self.text.morphemes:
+                from bertkit.tokenization.morphemes import morpheme_splitter  # kiwipiepy is an optional extra
+
+                split = morpheme_splitter()
+            self._pipeline = (text_normalizer(self.text), pre_tokenizer, split)
+        return self._pipeline
 
     def words_of(self, token: str) -> list[str]:
         """The words of one whitespace-free token."""
@@ -193,20 +200,11 @@ class WordCounter:
             if self.scheme == "bert":
                 return [token] if token.isalnum() else _ASCII_WORDS.findall(token)
             return [piece.replace(" ", _BYTE_SPACE) for piece in _ASCII_BYTELEVEL.findall(" " + token)]
-        self._morpheme_split()  # builds the pipeline on first use
-        normalizer, pre_tokenizer, _ = self._pipeline
+        normalizer, pre_tokenizer, _ = self._parts()
         normalized = normalizer.normalize_str(token)
         if self.scheme == "bert":
             return [word for word, _ in pre_tokenizer.pre_tokenize_str(normalized)]
         return [piece for word in normalized.split() for piece, _ in pre_tokenizer.pre_tokenize_str(" " + word)]
-
-
-def _morpheme_function(kind: str | None) -> Callable[[str], str] | None:
-    if kind is None:
-        return None
-    from bertkit.tokenization.morphemes import morpheme_splitter
-
-    return morpheme_splitter()
 
 
 def count_words(
@@ -248,31 +246,20 @@ def parallel_map(func: Callable[[T], R], items: Iterable[T], *, workers: int | N
     """
     workers = workers or os.cpu_count() or 1
     iterator = iter(items)
-    first = next(iterator, None)
-    if first is None:
-        return
-    second = next(iterator, None)
-    if workers == 1 or second is None:
-        yield func(first)
-        if second is not None:
-            yield func(second)
-            for item in iterator:
-                yield func(item)
+    head = list(itertools.islice(iterator, 2))
+    items = itertools.chain(head, iterator)
+    if workers == 1 or len(head) < 2:
+        yield from map(func, items)
         return
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Pool(workers, initializer=_worker_init, initargs=(func,)) as pool:
         pending = []
-        for item in _prepend([first, second], iterator):
+        for item in items:
             pending.append(pool.apply_async(_worker_call, (item,)))
             if len(pending) >= 2 * workers:
                 yield pending.pop(0).get()
         for result in pending:
             yield result.get()
-
-
-def _prepend(head: list[T], rest: Iterator[T]) -> Iterator[T]:
-    yield from head
-    yield from rest
 
 
 _worker_func: Callable | None = None  # the function each pool process applies (set once per process)

@@ -21,15 +21,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertkit.errors import BertkitError
 from bertkit.tokenization.train.options import TrainOptions
-from bertkit.tokenization.train.pipelines import (
-    BPE_SUFFIX,
-    MAX_INPUT_CHARS_PER_WORD,
-    WORDPIECE_PREFIX,
-    finish,
-    with_pipeline,
-    wordpiece_tokenizer,
-)
+from bertkit.tokenization.train.pipelines import BPE_SUFFIX, finish, with_pipeline, wordpiece_tokenizer
 from bertkit.tokenization.train.wordpiece_likelihood import select_alphabet
+from bertkit.tokenization.wordpiece import MAX_INPUT_CHARS_PER_WORD, WORDPIECE_PREFIX
 
 FEED_CHARS = 1 << 16  # characters per text handed to the trainer
 

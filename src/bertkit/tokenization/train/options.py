@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.tokenization.files import MORPHEME_SPLITTERS
 
 ALGORITHMS = ("wordpiece", "wordpiece-freq", "bpe", "bbpe")
-MORPHEME_SPLITTERS = (None, "kiwi")
 SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 
 

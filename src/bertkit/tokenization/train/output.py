@@ -26,7 +26,7 @@ from tokenizers import Tokenizer
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
-from bertkit.tokenization.train.options import TrainOptions
+from bertkit.tokenization.train.options import SPECIAL_ROLES, TrainOptions
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions, files: Sequence[str]) -> list[Path]:
@@ -56,7 +56,7 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
         json.dumps(tokenizer_config(options, by_id, files), indent=2, ensure_ascii=False) + "\n",
     )
     specials = options.special_tokens
-    special_map = {f"{role}_token": specials.role(role) for role in ("unk", "cls", "sep", "pad", "mask")}
+    special_map = {f"{role}_token": specials.role(role) for role in SPECIAL_ROLES}
     if options.algorithm == "bbpe":
         special_map.update(bos_token=specials.cls, eos_token=specials.sep)
     write("special_tokens_map.json", json.dumps(special_map, indent=2, ensure_ascii=False) + "\n")

@@ -14,29 +14,13 @@ post-processor that frames model inputs as `CLS A SEP (B SEP)` with token type i
 
 from __future__ import annotations
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 
 from bertkit.tokenization.train.corpus import text_normalizer
 from bertkit.tokenization.train.options import SpecialTokens, TextOptions
+from bertkit.tokenization.wordpiece import WORDPIECE_PREFIX, bert_template, wordpiece_backend
 
-WORDPIECE_PREFIX = "##"
 BPE_SUFFIX = "</w>"
-MAX_INPUT_CHARS_PER_WORD = 100  # BERT: a longer word is [UNK]
-
-
-def empty_tokenizer(algorithm: str, specials: SpecialTokens, text: TextOptions) -> Tokenizer:
-    """An untrained tokenizer with the algorithm's pipeline (for the `tokenizers` trainers)."""
-    if algorithm in ("wordpiece", "wordpiece-freq"):
-        model = models.WordPiece(
-            unk_token=specials.unk,
-            continuing_subword_prefix=WORDPIECE_PREFIX,
-            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-        )
-    elif algorithm == "bpe":
-        model = models.BPE(unk_token=specials.unk, end_of_word_suffix=BPE_SUFFIX)
-    else:
-        model = models.BPE()  # byte-level: every byte is in the alphabet, no unknown token
-    return with_pipeline(Tokenizer(model), algorithm, text)
 
 
 def with_pipeline(tokenizer: Tokenizer, algorithm: str, text: TextOptions) -> Tokenizer:
@@ -59,24 +43,15 @@ def with_pipeline(tokenizer: Tokenizer, algorithm: str, text: TextOptions) -> To
 
 def wordpiece_tokenizer(vocab: list[str], specials: SpecialTokens, text: TextOptions) -> Tokenizer:
     """The BERT WordPiece pipeline over `vocab` (tokens in id order)."""
-    model = models.WordPiece(
-        {token: i for i, token in enumerate(vocab)},
-        unk_token=specials.unk,
-        continuing_subword_prefix=WORDPIECE_PREFIX,
-        max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-    )
-    return finish(with_pipeline(Tokenizer(model), "wordpiece", text), "wordpiece", specials)
+    backend = wordpiece_backend({token: i for i, token in enumerate(vocab)}, specials.unk, text_normalizer(text))
+    return finish(backend, "wordpiece", specials)
 
 
 def finish(tokenizer: Tokenizer, algorithm: str, specials: SpecialTokens) -> Tokenizer:
     """Register the special tokens (never split, skipped when decoding) and the input template."""
     tokenizer.add_special_tokens(specials.tokens())
     cls, sep = specials.cls, specials.sep
-    template = processors.TemplateProcessing(
-        single=f"{cls}:0 $A:0 {sep}:0",
-        pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-        special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))],
-    )
+    template = bert_template(cls, tokenizer.token_to_id(cls), sep, tokenizer.token_to_id(sep))
     if algorithm == "bbpe":  # offsets without the leading-space symbol, as RoBERTa
         tokenizer.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=True), template])
     else:
