@@ -16,9 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
-
-LAYER_CHOICES = ("last", "second_to_last", "sum_last_four", "concat_last_four", "weighted_sum", "embeddings")
-POOLING_CHOICES = ("mean", "cls", "pooler", "none")
+from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 
 
 def select_layers(
@@ -113,7 +111,6 @@ def embed(
     encoded = tokenizer(texts, truncation=True, max_length=max_length)
     ids_list, types_list = encoded["input_ids"], encoded["token_type_ids"]
     order = np.argsort([len(ids) for ids in ids_list], kind="stable")[::-1]  # longest first: memory peak up front
-    pad_id = tokenizer.pad_token_id
     results: list = [None] * len(texts)
     need_all_layers = layers != "last"
     show = progress if progress is not None else len(texts) >= 2048
@@ -123,8 +120,12 @@ def embed(
         with torch.inference_mode():
             for start in tqdm(range(0, len(order), batch_size), desc="embed", unit="batch", disable=not show or None):
                 rows = order[start : start + batch_size]
-                input_ids, token_type_ids, attention_mask = _pad_batch(
-                    [ids_list[i] for i in rows], [types_list[i] for i in rows], pad_id
+                batch = tokenizer.pad(
+                    {"input_ids": [ids_list[i] for i in rows], "token_type_ids": [types_list[i] for i in rows]},
+                    return_tensors="pt",
+                )
+                input_ids, token_type_ids, attention_mask = (
+                    batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
                 )
                 out = model(input_ids, token_type_ids, attention_mask, output_hidden_states=need_all_layers)
                 if pooling == "pooler":
@@ -152,16 +153,3 @@ def _finish(vectors: torch.Tensor, normalize: bool) -> np.ndarray:
 
 def _feature_dim(model, layers: str) -> int:
     return model.config.hidden_size * (4 if layers == "concat_last_four" else 1)
-
-
-def _pad_batch(ids: list[list[int]], types: list[list[int]], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """Right-pad a batch to its longest row -> input_ids, token_type_ids, attention_mask (B, T) int64."""
-    width = max(len(row) for row in ids)
-    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
-    token_type_ids = np.zeros((len(ids), width), dtype=np.int64)
-    attention_mask = np.zeros((len(ids), width), dtype=np.int64)
-    for i, (row, type_row) in enumerate(zip(ids, types)):
-        input_ids[i, : len(row)] = row
-        token_type_ids[i, : len(row)] = type_row
-        attention_mask[i, : len(row)] = 1
-    return torch.from_numpy(input_ids), torch.from_numpy(token_type_ids), torch.from_numpy(attention_mask)

@@ -177,6 +177,28 @@ def test_padding_matches_fast(bk, fast, padding, max_length, pad_to_multiple_of)
         assert {len(row) for row in ours["input_ids"]} == {40}
 
 
+@pytest.mark.parametrize("return_tensors", [None, "np", "pt"])
+@pytest.mark.parametrize("padding, pad_to_multiple_of", [(True, None), (True, 8), ("max_length", None)])
+def test_pad_matches_fast_pad_and_padded_call(bk, fast, return_tensors, padding, pad_to_multiple_of):
+    texts, pairs = TEXTS[:5], TEXTS[5:10]
+    unpadded = bk(texts, pairs, return_special_tokens_mask=True)
+    kwargs = dict(padding=padding, max_length=200, pad_to_multiple_of=pad_to_multiple_of, return_tensors=return_tensors)
+    ours = bk.pad({name: unpadded[name] for name in ("input_ids", "token_type_ids", "special_tokens_mask")}, **kwargs)
+    ref = fast.pad({name: unpadded[name] for name in ("input_ids", "token_type_ids", "special_tokens_mask")}, **kwargs)
+    direct = bk(texts, pairs, truncation=False, return_special_tokens_mask=True, **kwargs)
+    for field in (*PAIR_FIELDS, "special_tokens_mask"):
+        assert np.asarray(ours[field]).tolist() == np.asarray(ref[field]).tolist() == np.asarray(direct[field]).tolist()
+    if return_tensors == "pt":
+        assert ours["input_ids"].dtype == torch.int64
+
+
+def test_pad_errors(bk):
+    with pytest.raises(BertkitError, match="no 'input_ids'"):
+        bk.pad({"token_type_ids": [[0]]})
+    with pytest.raises(BertkitError, match="token_type_ids rows differ"):
+        bk.pad({"input_ids": [[1, 2]], "token_type_ids": [[0]]})
+
+
 def test_padding_max_length_without_truncation_leaves_long_rows(bk, fast):
     texts = ["a b c d e f g h", "a", ""]
     ours = bk(texts, padding="max_length", max_length=6, truncation=False)

@@ -12,7 +12,7 @@ import numpy as np
 
 from bertkit.atomic import write_bytes_atomic
 from bertkit.errors import BertkitError
-from bertkit.features import LAYER_CHOICES, POOLING_CHOICES
+from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.textio import iter_lines, iter_stream_lines
 
 

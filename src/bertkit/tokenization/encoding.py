@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -157,32 +157,9 @@ def _assemble(
     special_tokens_mask: bool,
 ) -> BatchEncoding:
     input_ids = [e.ids for e in encodings]
-    lengths = [len(row) for row in input_ids]
-    width = padding.width(lengths) if padding is not None else 0
-    widths = [max(n, width) for n in lengths]
     type_ids = None if zero_type_ids else [e.type_ids for e in encodings]
     special = [e.special_tokens_mask for e in encodings] if special_tokens_mask else None
-    if return_tensors is not None:
-        data = _arrays(input_ids, lengths, widths, padding, type_ids, special, offsets, return_tensors)
-    else:
-        pad_id = padding.pad_id if padding is not None else 0
-        data = {
-            "input_ids": [row + [pad_id] * (w - n) for row, n, w in zip(input_ids, lengths, widths, strict=True)],
-            "token_type_ids": (
-                [[0] * w for w in widths]
-                if type_ids is None
-                else [row + [0] * (w - n) for row, n, w in zip(type_ids, lengths, widths, strict=True)]
-            ),
-            "attention_mask": _mask_rows(lengths, width),
-        }
-        if special is not None:
-            data["special_tokens_mask"] = [
-                row + [1] * (w - n) for row, n, w in zip(special, lengths, widths, strict=True)
-            ]
-        if offsets is not None:
-            data["offset_mapping"] = [
-                row + [(0, 0)] * (w - n) for row, n, w in zip(offsets, lengths, widths, strict=True)
-            ]
+    data, widths = _padded_fields(input_ids, type_ids, special, offsets, padding, return_tensors)
     if sample_mapping is not None:
         data["overflow_to_sample_mapping"] = (
             sample_mapping
@@ -190,6 +167,65 @@ def _assemble(
             else _as_tensor(np.asarray(sample_mapping, dtype=np.int64), return_tensors)
         )  # (B,)
     return BatchEncoding(data, list(encodings), widths, padding.pad_token if padding is not None else None)
+
+
+def pad_encoded(
+    features: Mapping[str, Sequence[Sequence[int]]], padding: Padding | None, return_tensors: str | None
+) -> BatchEncoding:
+    """Pad rows encoded earlier (e.g. regrouped into new batches) like `assemble` pads.
+
+    `features["input_ids"]` is required; `token_type_ids` and `special_tokens_mask` are
+    padded when present (type ids default to 0); the attention mask is rebuilt.
+    """
+    if "input_ids" not in features:
+        raise BertkitError("pad: the features have no 'input_ids'")
+
+    def rows(name: str) -> list[list[int]] | None:
+        value = features.get(name)
+        if value is None:
+            return None
+        value = value.tolist() if hasattr(value, "tolist") else value
+        return [list(row) for row in value]
+
+    input_ids = rows("input_ids")
+    type_ids = rows("token_type_ids")
+    special = rows("special_tokens_mask")
+    for name, other in (("token_type_ids", type_ids), ("special_tokens_mask", special)):
+        if other is not None and [len(r) for r in other] != [len(r) for r in input_ids]:
+            raise BertkitError(f"pad: {name} rows differ in length from input_ids")
+    with _cyclic_gc_paused():
+        data, widths = _padded_fields(input_ids, type_ids, special, None, padding, return_tensors)
+    return BatchEncoding(data, None, widths, padding.pad_token if padding is not None else None)
+
+
+def _padded_fields(
+    input_ids: list[list[int]],
+    type_ids: list[list[int]] | None,
+    special: list[list[int]] | None,
+    offsets: list[list[tuple[int, int]]] | None,
+    padding: Padding | None,
+    return_tensors: str | None,
+) -> tuple[dict[str, Any], list[int]]:
+    """The model-input fields, padded; and each row's padded length. `type_ids=None`: all 0."""
+    lengths = [len(row) for row in input_ids]
+    width = padding.width(lengths) if padding is not None else 0
+    widths = [max(n, width) for n in lengths]
+    if return_tensors is not None:
+        return _arrays(input_ids, lengths, widths, padding, type_ids, special, offsets, return_tensors), widths
+
+    def padded(rows: list[list[Any]], fill: Any) -> list[list[Any]]:
+        return [row + [fill] * (w - n) for row, n, w in zip(rows, lengths, widths, strict=True)]
+
+    data = {
+        "input_ids": padded(input_ids, padding.pad_id if padding is not None else 0),
+        "token_type_ids": [[0] * w for w in widths] if type_ids is None else padded(type_ids, 0),
+        "attention_mask": _mask_rows(lengths, width),
+    }
+    if special is not None:
+        data["special_tokens_mask"] = padded(special, 1)
+    if offsets is not None:
+        data["offset_mapping"] = padded(offsets, (0, 0))
+    return data, widths
 
 
 def _mask_rows(lengths: list[int], width: int) -> list[list[int]]:

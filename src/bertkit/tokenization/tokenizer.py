@@ -41,7 +41,7 @@ from tokenizers import Tokenizer as RustTokenizer
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
-from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, unbatch
+from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, pad_encoded, unbatch
 from bertkit.tokenization.files import (
     CONFIG_FILE,
     SPECIAL_CANDIDATES,
@@ -431,11 +431,7 @@ class Tokenizer:
                 )
         strategy = _truncation_strategy(truncation, max_length)
         pad_mode = _padding_mode(padding)
-        if return_tensors not in RETURN_TENSORS_VALUES:
-            raise BertkitError(f"return_tensors={return_tensors!r} is not one of None, 'pt', 'np'")
-        for name, value, low in (("max_length", max_length, 1), ("pad_to_multiple_of", pad_to_multiple_of, 1)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-                raise BertkitError(f"{name}={value!r} must be a positive integer or None")
+        _check_output_options(return_tensors, max_length, pad_to_multiple_of)
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
             raise BertkitError(f"stride={stride!r} must be a non-negative integer")
         if strategy == "only_second" and pairs is None:
@@ -448,11 +444,7 @@ class Tokenizer:
             pairs = None if pairs is None else self._apply_morphemes(pairs, is_split_into_words)
         inputs: list[Any] = batch if pairs is None else list(zip(batch, pairs, strict=True))
 
-        padding_spec = None
-        if pad_mode is not None:
-            if self.pad_token is None:
-                raise BertkitError("padding needs a pad_token; this tokenizer has none (set pad_token in the config)")
-            padding_spec = Padding(pad_mode, limit, self.pad_token_id, self.pad_token, pad_to_multiple_of)
+        padding_spec = self._padding_spec(pad_mode, limit, pad_to_multiple_of)
 
         backend = self._backend
         try:
@@ -494,6 +486,33 @@ class Tokenizer:
         if not batched and return_tensors is None and not return_overflowing_tokens:
             return unbatch(result)
         return result
+
+    def pad(
+        self,
+        features: Mapping[str, Any],
+        padding: bool | str = True,
+        *,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        return_tensors: str | None = None,
+    ) -> BatchEncoding:
+        """Pad rows encoded earlier, e.g. regrouped into new batches (HF's `tokenizer.pad`).
+
+        features: `input_ids` as a list of id lists, optionally `token_type_ids` and
+        `special_tokens_mask`; the attention mask is rebuilt. `padding` and the rest as in
+        `__call__` ("max_length" pads to `max_length`, else model_max_length).
+        """
+        pad_mode = _padding_mode(padding)
+        _check_output_options(return_tensors, max_length, pad_to_multiple_of)
+        spec = self._padding_spec(pad_mode, max_length or self.model_max_length, pad_to_multiple_of)
+        return pad_encoded(features, spec, return_tensors)
+
+    def _padding_spec(self, pad_mode: str | None, limit: int, pad_to_multiple_of: int | None) -> Padding | None:
+        if pad_mode is None:
+            return None
+        if self.pad_token is None:
+            raise BertkitError("padding needs a pad_token; this tokenizer has none (set pad_token in the config)")
+        return Padding(pad_mode, limit, self.pad_token_id, self.pad_token, pad_to_multiple_of)
 
     def encode(
         self,
@@ -612,6 +631,14 @@ def _alignment(original: str, split: str) -> tuple[list[int], list[int]]:
         ends[j + 1] = min(i, len(original))
     starts[len(split)] = len(original)
     return starts, ends
+
+
+def _check_output_options(return_tensors: Any, max_length: Any, pad_to_multiple_of: Any) -> None:
+    if return_tensors not in RETURN_TENSORS_VALUES:
+        raise BertkitError(f"return_tensors={return_tensors!r} is not one of None, 'pt', 'np'")
+    for name, value in (("max_length", max_length), ("pad_to_multiple_of", pad_to_multiple_of)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise BertkitError(f"{name}={value!r} must be a positive integer or None")
 
 
 def _truncation_strategy(truncation: Any, max_length: int | None) -> str | None:
