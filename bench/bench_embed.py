@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from common import best_time, data_dir  # noqa: E402
+from common import data_dir, interleaved_best  # noqa: E402
 
 
 def make_texts(count: int, seed: int = 0) -> list[str]:
@@ -35,7 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--texts", type=int, default=1024)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -72,8 +72,8 @@ def main() -> None:
                              batch_size=args.batch_size, max_length=128, progress=False)
 
     reference(), ours()  # warm-up
-    ref_time, ref_vectors = best_time(reference, args.repeats)
-    our_time, our_vectors = best_time(ours, args.repeats)
+    times, results = interleaved_best({"reference": reference, "ours": ours}, args.repeats)
+    (ref_time, our_time), (ref_vectors, our_vectors) = times.values(), results.values()
     diff = float(np.abs(ref_vectors - our_vectors).max())
     print(f"transformers (sdpa) : {len(texts) / ref_time:8.1f} texts/s")
     print(f"bertkit.embed       : {len(texts) / our_time:8.1f} texts/s")

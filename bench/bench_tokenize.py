@@ -22,23 +22,18 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from tokenizers import Tokenizer as RustTokenizer
 
 from bertkit.tokenization import Tokenizer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, os.path.dirname(__file__))
+from common import data_dir, interleaved_best  # noqa: E402
+
 MAX_LENGTH = 128
-
-
-def data_dir() -> Path:
-    directory = Path(os.environ.get("BERTKIT_DATA") or REPO_ROOT.parent / "shared" / "data")
-    if not directory.is_dir():
-        sys.exit(f"bench_tokenize: data directory {directory} not found; set BERTKIT_DATA to the shared data folder")
-    return directory
 
 
 def load_texts(count: int) -> list[str]:
@@ -112,16 +107,10 @@ def main() -> None:
     reference_ids = candidates["tokenizers encode_batch + read ids/types/mask"](texts[:200])[0]  # type: ignore[index]
     assert tok(texts[:200], truncation=True, max_length=MAX_LENGTH, padding=True)["input_ids"] == reference_ids
 
-    timings: dict[str, list[float]] = {name: [] for name in candidates}
     for run in candidates.values():  # warm-up
         run(texts[:500])
-    for _ in range(args.repeats):  # interleaved, so drifts in machine load hit every candidate
-        for name, run in candidates.items():
-            start = time.perf_counter()
-            run(texts)
-            timings[name].append(time.perf_counter() - start)
-
-    rate = {name: len(texts) / min(values) for name, values in timings.items()}  # best of N: least disturbed
+    timings, _ = interleaved_best({name: partial(run, texts) for name, run in candidates.items()}, args.repeats)
+    rate = {name: len(texts) / best for name, best in timings.items()}  # best of N: least disturbed
     n_tokens = sum(len(row) for row in tok(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"])
     print(f"{len(texts)} texts ({n_tokens / len(texts):.1f} tokens each after truncation to {MAX_LENGTH}), "
           f"padding=longest, best of {args.repeats} repeats, {os.cpu_count()} CPU cores")  # fmt: skip

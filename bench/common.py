@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,11 +19,17 @@ def data_dir() -> Path:
     return path
 
 
-def best_time(fn, repeats: int = 3) -> tuple[float, object]:
-    """Minimum wall time of `repeats` calls of fn() and the last result."""
-    best, result = float("inf"), None
+def interleaved_best(candidates: dict[str, Callable[[], object]], repeats: int = 3) -> tuple[dict[str, float], dict]:
+    """Best (minimum) wall time of each candidate over `repeats` rounds, and its last result.
+
+    Rounds are interleaved (A B A B ...), so a drift in machine load hits every candidate
+    alike instead of biasing the ratio.
+    """
+    best = {name: float("inf") for name in candidates}
+    results: dict[str, object] = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            results[name] = fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best, results
