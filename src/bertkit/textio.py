@@ -9,19 +9,28 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from bertkit.errors import BertkitError
 
 
-def open_binary(path: str | Path) -> BinaryIO:
-    """Open `path` (transparently gunzipping `.gz`) for reading bytes; errors name the file."""
+def check_readable(path: str | Path) -> Path:
+    """`path` as a Path, checked to be a readable file (errors name it)."""
     path = Path(path)
     if not path.exists():
         raise BertkitError(f"{path}: no such file")
     if path.is_dir():
         raise BertkitError(f"{path}: is a directory, expected a file")
+    if not os.access(path, os.R_OK):
+        raise BertkitError(f"{path}: cannot read (permission denied)")
+    return path
+
+
+def open_binary(path: str | Path) -> BinaryIO:
+    """Open `path` (transparently gunzipping `.gz`) for reading bytes; errors name the file."""
+    path = check_readable(path)
     try:
         return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     except OSError as exc:
@@ -40,41 +49,47 @@ def iter_lines(path: str | Path, text_field: str = "text", skip_bad: bool = Fals
     object. Blank lines are yielded as "" (they separate documents in BERT corpora).
     With `skip_bad`, undecodable or malformed lines are skipped instead of raising.
     """
-    jsonl = is_jsonl(path)
     with open_binary(path) as handle:
-        line_no = 0
-        try:
-            for raw in handle:
-                line_no += 1
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    if skip_bad:
-                        continue
-                    raise BertkitError(
-                        f"{path}:{line_no}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                        f"{exc.start + 1}); convert the file to UTF-8 or pass --skip-bad-lines"
-                    ) from exc
-                line = line.rstrip("\r\n")
-                if line_no == 1:
-                    line = line.removeprefix("\ufeff")
-                if not jsonl:
-                    yield line_no, line
+        yield from iter_stream_lines(handle, str(path), jsonl=is_jsonl(path), text_field=text_field, skip_bad=skip_bad)
+
+
+def iter_stream_lines(
+    stream: BinaryIO, name: str = "<stdin>", *, jsonl: bool = False, text_field: str = "text", skip_bad: bool = False
+) -> Iterator[tuple[int, str]]:
+    """`iter_lines` for an open binary stream (e.g. `sys.stdin.buffer`); errors say `name`."""
+    line_no = 0
+    try:
+        for raw in stream:
+            line_no += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if skip_bad:
                     continue
-                if not line.strip():
-                    yield line_no, ""
+                raise BertkitError(
+                    f"{name}:{line_no}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                    f"{exc.start + 1}); convert the file to UTF-8 or pass --skip-bad-lines"
+                ) from exc
+            line = line.rstrip("\r\n")
+            if line_no == 1:
+                line = line.removeprefix("\ufeff")
+            if not jsonl:
+                yield line_no, line
+                continue
+            if not line.strip():
+                yield line_no, ""
+                continue
+            text = _jsonl_text(line, text_field)
+            if text is None:
+                if skip_bad:
                     continue
-                text = _jsonl_text(line, text_field)
-                if text is None:
-                    if skip_bad:
-                        continue
-                    raise BertkitError(
-                        f"{path}:{line_no}: malformed JSONL line (expected an object with a "
-                        f"string field {text_field!r})"
-                    )
-                yield line_no, text
-        except (OSError, EOFError) as exc:  # truncated or corrupt .gz
-            raise BertkitError(f"{path}:{line_no + 1}: cannot read ({exc})") from exc
+                raise BertkitError(
+                    f"{name}:{line_no}: malformed JSONL line (expected an object with a "
+                    f"string field {text_field!r})"
+                )
+            yield line_no, text
+    except (OSError, EOFError) as exc:  # truncated or corrupt .gz
+        raise BertkitError(f"{name}:{line_no + 1}: cannot read ({exc})") from exc
 
 
 def _jsonl_text(line: str, text_field: str) -> str | None:
@@ -84,12 +99,3 @@ def _jsonl_text(line: str, text_field: str) -> str | None:
         return None
     text = record.get(text_field) if isinstance(record, dict) else None
     return text if isinstance(text, str) else None
-
-
-def iter_stream_lines(stream: BinaryIO, name: str = "<stdin>") -> Iterator[tuple[int, str]]:
-    """Like `iter_lines` for an open binary stream (e.g. `sys.stdin.buffer`)."""
-    for line_no, raw in enumerate(stream, start=1):
-        try:
-            yield line_no, raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as exc:
-            raise BertkitError(f"{name}:{line_no}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})") from None

@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="checkpoint directory (config.json, model.safetensors, vocab.txt)")
     p.add_argument("--file", help="read texts from this file, one per line (JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-    p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines of --file")
+    p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed input lines")
     p.add_argument("--output", "-o", help="write .npy (array N x D) or .jsonl; default: JSONL on stdout")
     p.add_argument("--pooling", choices=POOLING_CHOICES, default="mean")
     p.add_argument("--layers", choices=LAYER_CHOICES, default="last", help="which layers (BERT paper Table 7)")
@@ -47,7 +47,7 @@ def read_texts(texts: list[str], file: str | None, text_field: str = "text", ski
         return lines
     if sys.stdin.isatty():
         raise BertkitError("no input texts: give TEXT arguments, --file, or pipe text on stdin")
-    lines = [text for _, text in iter_stream_lines(sys.stdin.buffer)]
+    lines = [text for _, text in iter_stream_lines(sys.stdin.buffer, skip_bad=skip_bad)]
     if not lines:
         raise BertkitError("<stdin>: empty input, no texts to process")
     return lines

@@ -28,7 +28,7 @@ from tokenizers import pre_tokenizers
 from tqdm import tqdm
 
 from bertkit.errors import BertkitError
-from bertkit.textio import iter_lines
+from bertkit.textio import check_readable, iter_lines
 from bertkit.tokenization.normalizers import bert_normalizer
 from bertkit.tokenization.train.options import TextOptions
 
@@ -276,15 +276,5 @@ def _worker_call(item):
 
 
 def existing_files(paths: Iterable[str | Path]) -> tuple[str, ...]:
-    """The paths as strings, each checked to be a readable file (errors name the path)."""
-    checked = []
-    for path in paths:
-        p = Path(path)
-        if not p.exists():
-            raise BertkitError(f"{p}: no such file")
-        if p.is_dir():
-            raise BertkitError(f"{p}: is a directory, expected a corpus file")
-        if not os.access(p, os.R_OK):
-            raise BertkitError(f"{p}: cannot read (permission denied)")
-        checked.append(str(p))
-    return tuple(checked)
+    """The paths as strings, each checked up front to be a readable file (errors name the path)."""
+    return tuple(str(check_readable(path)) for path in paths)
