@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.errors import BertkitError
+from bertkit.plots import new_figure, save_png
 
 SENTENCES = [
     ("money", "The bank raised interest rates again."),
@@ -99,13 +100,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def plot_heatmap(matrix: np.ndarray, labels: list[str], out_dir: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig = new_figure(6, 5, dpi=110)
+    ax = fig.subplots()
     low = np.floor(matrix.min() * 10) / 10
     image = ax.imshow(matrix, vmin=low, vmax=1.0, cmap="viridis")
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
@@ -117,7 +113,4 @@ def plot_heatmap(matrix: np.ndarray, labels: list[str], out_dir: Path) -> Path:
     ax.set_title(f"cosine similarity of contextual '{WORD}' vectors")
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
-    path = out_dir / "bank_similarity.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, out_dir / "bank_similarity.png")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from bertkit.errors import BertkitError
+from bertkit.plots import new_figure, save_png
 
 _WORD = re.compile(r"\S+")
 MAX_BIN = 10  # pieces-per-word histogram: 1..9 and "10+"
@@ -124,12 +125,7 @@ def format_report(stats: TokenizerStats, title: str) -> str:
 
 def plot_histogram(stats: TokenizerStats, path: str | Path, title: str) -> Path:
     """Write a PNG: pieces per word (left) and tokens per line (right). No global pyplot state."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    path = Path(path)
-    figure = Figure(figsize=(10, 4), dpi=100)
-    FigureCanvasAgg(figure)
+    figure = new_figure(10, 4)
     left, right = figure.subplots(1, 2)
     bins = list(range(1, MAX_BIN + 1))
     total = stats.words or 1
@@ -146,9 +142,4 @@ def plot_histogram(stats: TokenizerStats, path: str | Path, title: str) -> Path:
     right.set_title(f"{stats.lines:,} lines, [UNK] {100 * stats.unk_rate:.2f}% of tokens")
     figure.suptitle(title)
     figure.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, format="png")
-    except OSError as exc:
-        raise BertkitError(f"{path}: cannot write the histogram ({exc.strerror or exc})") from exc
-    return path
+    return save_png(figure, path)
