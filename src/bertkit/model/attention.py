@@ -53,12 +53,15 @@ class BertSelfAttention(nn.Module):
         return context, probs
 
 
-class BertSelfOutput(nn.Module):
-    """Output projection, dropout, residual; the LayerNorm is applied by the layer (post- or pre-LN)."""
+class BertSublayerOutput(nn.Module):
+    """A sub-layer's projection back to H, its dropout and its LayerNorm (HF's BertSelfOutput / BertOutput).
 
-    def __init__(self, config: BertConfig):
+    Holds the modules only: `BertLayer` applies them with the residual, post- or pre-LN.
+    """
+
+    def __init__(self, in_features: int, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -67,4 +70,4 @@ class BertAttention(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.output = BertSublayerOutput(config.hidden_size, config)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.model.attention import BertAttention
+from bertkit.model.attention import BertAttention, BertSublayerOutput
 
 ACTIVATIONS = {
     "gelu": F.gelu,  # exact x * Phi(x)
@@ -27,14 +27,6 @@ class BertIntermediate(nn.Module):
         return self.act(self.dense(hidden_states))  # (B, T, 4H)
 
 
-class BertOutput(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-
 class BertLayer(nn.Module):
     """Self-attention + FFN, each with dropout and a residual connection.
 
@@ -50,7 +42,7 @@ class BertLayer(nn.Module):
         self.pre_layer_norm = config.pre_layer_norm
         self.attention = BertAttention(config)
         self.intermediate = BertIntermediate(config)
-        self.output = BertOutput(config)
+        self.output = BertSublayerOutput(config.intermediate_size, config)
 
     def forward(
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
