@@ -255,6 +255,12 @@ def run_cli(capsys, *argv: str) -> tuple[int, str]:
     return code, (err[-1] if err else "")
 
 
+def run_train(capsys, algorithm: str, vocab_size: str, output, corpus) -> tuple[int, str]:
+    return run_cli(
+        capsys, "train", "--no-progress", "--algorithm", algorithm, "--vocab-size", vocab_size, "-o", str(output), str(corpus)
+    )
+
+
 def test_unknown_algorithm(capsys, corpus, tmp_path):
     code, err = run_cli(capsys, "train", "--algorithm", "sentencepiece", "-o", str(tmp_path / "t"), str(corpus))
     assert code == 1 and "algorithm='sentencepiece' is unknown" in err and "wordpiece" in err
@@ -272,18 +278,7 @@ def test_empty_corpus(capsys, tmp_path, algorithm):
 
 @pytest.mark.parametrize("algorithm", ["wordpiece", "wordpiece-freq", "bpe", "bbpe"])
 def test_vocab_smaller_than_specials_and_alphabet(capsys, corpus, tmp_path, algorithm):
-    code, err = run_cli(
-        capsys,
-        "train",
-        "--no-progress",
-        "--algorithm",
-        algorithm,
-        "--vocab-size",
-        "20",
-        "-o",
-        str(tmp_path / "t"),
-        str(corpus),
-    )
+    code, err = run_train(capsys, algorithm, "20", tmp_path / "t", corpus)
     assert code == 1 and "vocab_size=20 is smaller than the 5 special tokens" in err
 
 
@@ -292,18 +287,7 @@ def test_non_utf8_file_names_file_and_line_and_can_be_skipped(capsys, tmp_path, 
     bad.write_bytes(corpus.read_bytes() + b"caf\xe9 latin-1 line\nmore text here\n")
     line = len(corpus.read_text().splitlines()) + 1
     for algorithm in ("wordpiece", "bpe"):
-        code, err = run_cli(
-            capsys,
-            "train",
-            "--no-progress",
-            "--algorithm",
-            algorithm,
-            "--vocab-size",
-            "300",
-            "-o",
-            str(tmp_path / "t"),
-            str(bad),
-        )
+        code, err = run_train(capsys, algorithm, "300", tmp_path / "t", bad)
         assert code == 1 and f"bad.txt:{line}: not valid UTF-8" in err, err
     code, _ = run_cli(
         capsys, "train", "--no-progress", "--skip-bad-lines", "--vocab-size", "300", "-o", str(tmp_path / "t"), str(bad)
