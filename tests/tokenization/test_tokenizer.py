@@ -182,7 +182,8 @@ def test_padding_matches_fast(bk, fast, padding, max_length, pad_to_multiple_of)
 def test_pad_matches_fast_pad_and_padded_call(bk, fast, return_tensors, padding, pad_to_multiple_of):
     texts, pairs = TEXTS[:5], TEXTS[5:10]
     unpadded = bk(texts, pairs, return_special_tokens_mask=True)
-    kwargs = dict(padding=padding, max_length=200, pad_to_multiple_of=pad_to_multiple_of, return_tensors=return_tensors)
+    max_length = 200 if padding == "max_length" else None  # longer than every row
+    kwargs = dict(padding=padding, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of, return_tensors=return_tensors)
     ours = bk.pad({name: unpadded[name] for name in ("input_ids", "token_type_ids", "special_tokens_mask")}, **kwargs)
     ref = fast.pad({name: unpadded[name] for name in ("input_ids", "token_type_ids", "special_tokens_mask")}, **kwargs)
     direct = bk(texts, pairs, truncation=False, return_special_tokens_mask=True, **kwargs)
