@@ -295,6 +295,13 @@ def test_non_utf8_file_names_file_and_line_and_can_be_skipped(capsys, tmp_path, 
     assert code == 0 and (tmp_path / "t" / "vocab.txt").is_file()
 
 
+def test_stats_on_an_empty_file_names_it(capsys, trained, tmp_path):
+    empty = tmp_path / "heldout.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    code, err = run_cli(capsys, "stats", "--tokenizer", str(trained["wordpiece"]), str(empty))
+    assert code == 1 and err == f"bertkit: error: {empty}: no words to measure (empty or blank)"
+
+
 def test_missing_and_directory_inputs(capsys, tmp_path):
     code, err = run_cli(capsys, "train", "-o", str(tmp_path / "t"), str(tmp_path / "nope.txt"))
     assert code == 1 and "nope.txt: no such file" in err

@@ -157,7 +157,7 @@ def run_stats(args: argparse.Namespace) -> int:
         tsv_column=args.tsv_column,
         skip_bad_lines=args.skip_bad_lines,
     )
-    stats = measure(tokenizer, islice(iter_texts(source), args.max_lines))
+    stats = measure(tokenizer, islice(iter_texts(source), args.max_lines), source=", ".join(source.files))
     name = Path(args.tokenizer).resolve().name
     png = Path(args.histogram) if args.histogram else Path(f"{name}-lengths.png")
     title = f"{name} on {', '.join(Path(f).name for f in source.files)}"

@@ -61,8 +61,10 @@ class TokenizerStats:
         }
 
 
-def measure(tokenizer, texts: Iterable[str], *, batch_size: int = 512) -> TokenizerStats:
-    """Encode `texts` with a bertkit `Tokenizer` (no special tokens) and count."""
+def measure(
+    tokenizer, texts: Iterable[str], *, batch_size: int = 512, source: str = "the held-out text"
+) -> TokenizerStats:
+    """Encode `texts` (read from `source`, named in errors) with a bertkit `Tokenizer`, no special tokens, and count."""
     stats = TokenizerStats()
     unk_id = tokenizer.unk_token_id
     batch: list[str] = []
@@ -74,7 +76,7 @@ def measure(tokenizer, texts: Iterable[str], *, batch_size: int = 512) -> Tokeni
     if batch:
         _add_batch(stats, tokenizer, batch, unk_id)
     if not stats.words:
-        raise BertkitError("no words to measure: the held-out files hold no text")
+        raise BertkitError(f"{source}: no words to measure (empty or blank)")
     return stats
 
 
