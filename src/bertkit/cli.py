@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "bertkit.commands.demo",
     "bertkit.commands.embed",
     "bertkit.commands.fill_mask",
+    "bertkit.commands.pretrain",
     "bertkit.commands.tokenizer",
 ]
 

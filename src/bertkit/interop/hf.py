@@ -96,9 +96,10 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
     return {"missing_keys": missing, "unexpected_keys": unexpected}
 
 
-def save_pretrained_weights(model: torch.nn.Module, directory: Path) -> Path:
-    """Write model.safetensors atomically (see bertkit.atomic)."""
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+def save_pretrained_weights(model: torch.nn.Module, directory: Path, state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write model.safetensors atomically (see bertkit.atomic); `state_dict` defaults to the model's."""
+    source = model.state_dict() if state_dict is None else state_dict
+    state = {k: v.detach().contiguous().cpu() for k, v in source.items()}
     path = directory / SAFETENSORS_NAME
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata={"format": "pt"})

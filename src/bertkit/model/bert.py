@@ -74,8 +74,10 @@ class BertPreTrainedModel(nn.Module):
         model.eval()
         return (model, model.loading_info) if output_loading_info else model
 
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        """Write config.json and model.safetensors (atomically) in the HF layout."""
+    def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+        """Write config.json and model.safetensors (atomically) in the HF layout.
+
+        `state_dict` replaces the module's own (e.g. a full one gathered from FSDP shards)."""
         from bertkit.interop.hf import save_pretrained_weights
 
         directory = Path(directory)
@@ -83,7 +85,7 @@ class BertPreTrainedModel(nn.Module):
         architectures = {**self.config.extra, "architectures": [type(self).__name__]}
         self.config.extra = architectures
         self.config.save_pretrained(directory)
-        save_pretrained_weights(self, directory)
+        save_pretrained_weights(self, directory, state_dict)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

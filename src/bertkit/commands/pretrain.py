@@ -1,0 +1,46 @@
+"""`bertkit pretrain`: pre-train (or continue pre-training) a BERT on a built data directory.
+
+Configuration: defaults, then `--config run.yaml`, then the flags, then `--set key=value`
+(any field of bertkit.pretraining.PretrainConfig; `model.X` for BertConfig fields).
+Runs as one process, or under `torchrun` with one process per device.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers) -> None:
+    from bertkit.config import PRESETS
+    from bertkit.objectives import OBJECTIVES
+
+    p = subparsers.add_parser("pretrain", help="pre-train BERT (MLM+NSP and the successors' objectives)",
+                              description="Pre-train on a directory made by `bertkit data build`.")
+    p.add_argument("--data", help="data directory from `bertkit data build`")
+    p.add_argument("--output-dir", help="run folder: checkpoints, final/, metrics.jsonl, report.md, curves")
+    p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
+    p.add_argument("--preset", choices=list(PRESETS), help="model size for a fresh model (default: mini)")
+    p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
+    p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds checkpoints")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.pretraining import build_config, pretrain
+    from bertkit.training.config import parse_set_arguments, read_yaml_config
+
+    values = read_yaml_config(args.config) if args.config else {}
+    for name in ("data", "output_dir", "objective", "preset", "init_from"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    overrides = parse_set_arguments(args.set)
+    if args.resume:
+        values.setdefault("data", "<saved>")  # the run's saved configuration supplies it
+    config = build_config(values, overrides)
+    result = pretrain(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides)
+    if result.final_dir is not None:
+        print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
+    return 0

@@ -1,0 +1,129 @@
+"""What every pre-training objective shares: data access, dynamic masking, evaluation.
+
+An objective is a `TrainingProgram` over a built data directory (bertkit.data). A new
+objective subclasses `PretrainingObjective`, says which instance formats it accepts and
+which masking it uses, and implements `build_model` / `load_model` and the loss; then it
+gets one line in `bertkit.objectives.OBJECTIVES`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.data.collate import collate
+from bertkit.data.dataset import PretrainingDataset
+from bertkit.data.masking import Masker, MaskingConfig, example_rng, word_starts
+from bertkit.errors import BertkitError
+from bertkit.training.distributed import DistContext, all_reduce_sum
+from bertkit.training.program import TrainingProgram
+
+EVAL_EPOCH = -1  # held-out masks come from their own (seed, epoch) stream, fixed for the whole run
+
+
+class PretrainingObjective(TrainingProgram):
+    name = ""
+    data_formats: tuple[str, ...] = ("nsp", "packed", "sop")  # instance formats this objective trains on
+    default_masking = "token"
+
+    def __init__(self, model: nn.Module, train: PretrainingDataset, eval_data: PretrainingDataset | None,
+                 masking: MaskingConfig, seed: int):
+        self.model = model
+        self.train = train
+        self.eval_data = eval_data
+        self.seed = seed
+        self.tokenizer = train.tokenizer()
+        self.check_data(train)
+        info = train.info
+        self.pad_id = info.special_ids["pad"]
+        self.masker = Masker(masking, vocab_size=info.vocab_size, mask_token_id=info.special_ids["mask"],
+                             special_ids=sorted(set(self.tokenizer.all_special_ids)), word_starts=word_starts(self.tokenizer))
+
+    # ---- models -----------------------------------------------------------------------
+    @classmethod
+    def build_model(cls, config: BertConfig) -> nn.Module:
+        raise NotImplementedError
+
+    @classmethod
+    def load_model(cls, directory: Path) -> nn.Module:
+        raise NotImplementedError
+
+    def save_pretrained(self, model: nn.Module, directory: Path, state_dict=None) -> None:
+        model.save_pretrained(directory, state_dict=state_dict)
+        self.tokenizer.save_pretrained(directory)
+
+    # ---- data ---------------------------------------------------------------------------
+    @classmethod
+    def check_data(cls, data: PretrainingDataset) -> None:
+        fmt = data.info.instance_format
+        if fmt not in cls.data_formats:
+            raise BertkitError(
+                f"{data.directory}: built as {fmt!r} instances, but objective {cls.name!r} needs "
+                f"{' or '.join(repr(f) for f in cls.data_formats)} (rebuild with bertkit data build --format ...)"
+            )
+
+    def num_train_examples(self) -> int:
+        return len(self.train)
+
+    def masked_example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
+        example = dict(data[index])
+        if "labels" not in example:  # dynamic masking: a fresh mask per epoch
+            example["input_ids"], example["labels"] = self.masker(example["input_ids"], example_rng(seed, epoch, index))
+        return example
+
+    def train_example(self, index: int, epoch: int) -> dict[str, Any]:
+        return self.masked_example(self.train, index, epoch, self.seed)
+
+    def collate(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        return collate(examples, self.pad_id)
+
+    # ---- evaluation ------------------------------------------------------------------------
+    def evaluate(self, model: nn.Module, ctx: DistContext, batch_size: int, max_batches: int | None) -> dict[str, float]:
+        """Held-out metrics with masks fixed for the run, each rank taking every world_size-th batch."""
+        if self.eval_data is None or len(self.eval_data) == 0:
+            return {}
+        starts = list(range(0, len(self.eval_data), batch_size))
+        if max_batches is not None:
+            starts = starts[:max_batches]
+        stats: dict[str, float] = {}
+        device = next(model.parameters()).device
+        for start in starts[ctx.rank::ctx.world_size]:
+            indices = range(start, min(start + batch_size, len(self.eval_data)))
+            batch = self.collate([self.masked_example(self.eval_data, i, EVAL_EPOCH, self.seed) for i in indices])
+            batch = {k: v.to(device) for k, v in batch.items()}
+            _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
+            for key, value in batch_stats.items():
+                stats[key] = stats.get(key, 0.0) + value
+        return self.summarize(all_reduce_sum(stats, ctx))
+
+
+def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, float]:
+    """Summable MLM stats from sparse logits (N, V) at the labelled positions of `labels` (B, T)."""
+    targets = labels[labels != -100]
+    count = targets.numel()
+    correct = int((logits.argmax(dim=-1) == targets).sum()) if count else 0
+    return {"mlm_loss_sum": float(mean_loss.detach()) * count, "mlm_correct": float(correct), "mlm_count": float(count)}
+
+
+def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
+    count = stats.get("mlm_count", 0.0)
+    if not count:
+        return {}
+    mean = stats["mlm_loss_sum"] / count
+    return {"mlm_loss": mean, "mlm_accuracy": stats["mlm_correct"] / count, "mlm_perplexity": math.exp(min(mean, 50.0))}
+
+
+def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any]) -> BertConfig:
+    """A named size for a tokenizer's vocabulary; `overrides` are BertConfig fields."""
+    values = {"vocab_size": vocab_size, "max_position_embeddings": max(512, max_seq_length), "pad_token_id": pad_token_id}
+    return BertConfig.from_preset(preset, **{**values, **overrides})
+
+
+def sequence_counts(labels: torch.Tensor) -> float:
+    return float((labels != -100).sum())
+

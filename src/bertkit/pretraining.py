@@ -1,0 +1,181 @@
+"""A pre-training run: a built data directory + an objective + the shared loop.
+
+`pretrain(config)` is what `bertkit pretrain` calls; it resolves the model (a preset,
+`init_from` any BERT checkpoint for continued pre-training, or the latest checkpoint
+on `resume`), checks the data against it, trains, and writes the run's report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit.atomic import write_text_atomic
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, to_json
+
+MASKING_STRATEGIES = ("token", "whole_word", "span")
+RUN_CONFIG_FILE = "run_config.json"
+
+
+@dataclass
+class PretrainConfig(TrainingConfig):
+    """A pre-training run: the loop's fields plus data, model and masking.
+
+    `model` holds BertConfig overrides for the preset (e.g. {"hidden_dropout_prob": 0.0});
+    on the command line they are `--set model.hidden_dropout_prob=0`."""
+
+    data: str = ""
+    output_dir: str = ""
+    objective: str = "mlm_nsp"
+    preset: str = "mini"
+    init_from: str | None = None
+    masking: str = "token"  # dynamic masking: token | whole_word | span
+    mlm_probability: float = 0.15
+    max_predictions_per_seq: int | None = None
+    model: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("masking", self.masking, MASKING_STRATEGIES)
+        from bertkit.objectives import get_objective
+
+        get_objective(self.objective)
+
+    def training_fields(self) -> TrainingConfig:
+        names = {f.name for f in dataclasses.fields(TrainingConfig)}
+        return TrainingConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
+
+
+def build_config(values: dict[str, Any], overrides: dict[str, str]) -> PretrainConfig:
+    """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`."""
+    model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
+    plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
+    base = apply_overrides(PretrainConfig(data="?", output_dir="?"), values, source="config")
+    config = apply_overrides(base, plain)
+    if model_overrides:
+        from bertkit.training.config import parse_value
+
+        parsed = {k: parse_value(v, Any) for k, v in model_overrides.items()}
+        config = dataclasses.replace(config, model={**config.model, **parsed})
+    if config.data in ("", "?"):
+        raise ConfigError("field 'data' is required (--data DIR)")
+    if config.output_dir in ("", "?"):
+        raise ConfigError("field 'output_dir' is required (--output-dir DIR)")
+    return config
+
+
+def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False, resume_overrides: dict | None = None):
+    """Run pre-training; returns the loop's `TrainResult`."""
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.objectives import get_objective
+    from bertkit.objectives.base import preset_config
+    from bertkit.training import checkpoints as ckpt
+    from bertkit.training.distributed import setup, teardown
+    from bertkit.training.loop import Trainer
+
+    output_dir = Path(config.output_dir)
+    checkpoint = None
+    if resume:
+        checkpoint = ckpt.latest_checkpoint(output_dir)
+        if checkpoint is None:
+            raise BertkitError(f"{output_dir}: no checkpoint to resume from (start without --resume)")
+        config = _saved_config(output_dir, resume_overrides or {})
+    elif ckpt.list_checkpoints(output_dir) and not overwrite:
+        raise BertkitError(f"{output_dir}: already holds a run; pass --resume to continue it or --overwrite to start over")
+
+    objective_cls = get_objective(config.objective)
+    train = PretrainingDataset.open(config.data, "train")
+    objective_cls.check_data(train)
+    eval_data = _open_eval(config.data)
+    info = train.info
+
+    ctx = setup()
+    try:
+        torch.manual_seed(config.seed)  # the same initial weights on every rank
+        source = checkpoint or (Path(config.init_from) if config.init_from else None)
+        if source is not None:
+            model = objective_cls.load_model(source)
+            if model.config.vocab_size != info.vocab_size:
+                raise BertkitError(
+                    f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
+                    f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
+                )
+            if model.config.max_position_embeddings < info.max_seq_length:
+                raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
+                                   f"max_position_embeddings {model.config.max_position_embeddings}")
+        else:
+            model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.special_ids["pad"], config.model)
+            model = objective_cls.build_model(model_config)
+        masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
+                                max_predictions_per_seq=config.max_predictions_per_seq)
+        objective = objective_cls(model, train, eval_data, masking, config.seed)
+        trainer = Trainer(objective, config.training_fields(), output_dir, ctx)
+        if ctx.is_main:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+        started = time.perf_counter()
+        result = trainer.train(model, resume_from=checkpoint)
+        if ctx.is_main:
+            write_run_report(config, objective, model, train, result, time.perf_counter() - started, trainer)
+        return result
+    finally:
+        teardown()
+
+
+def _open_eval(directory: str):
+    from bertkit.data.dataset import PretrainingDataset
+
+    try:
+        return PretrainingDataset.open(directory, "eval")
+    except BertkitError:
+        return None  # a data directory without a held-out split trains without evaluation
+
+
+def _saved_config(output_dir: Path, overrides: dict[str, str]) -> PretrainConfig:
+    path = output_dir / RUN_CONFIG_FILE
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
+    return build_config(values, overrides)
+
+
+def write_run_report(config: PretrainConfig, objective, model, train, result, seconds: float, trainer) -> Path:
+    from bertkit.training.reporting import plot_curves, write_report
+
+    output_dir = Path(config.output_dir)
+    plots = plot_curves(result.records, output_dir, objective.plot_panels)
+    evals = [r for r in result.records if any(k.startswith("eval_") for k in r)]
+    trains = [r for r in result.records if "loss" in r and not any(k.startswith("eval_") for k in r)]
+    final: dict[str, Any] = {}
+    if trains:
+        final.update({k: v for k, v in trains[-1].items() if k != "step"})
+    if evals:
+        final.update(evals[-1])
+    mc = model.config
+    sections = [
+        ("Run", {"objective": config.objective, "model": f"{mc.num_hidden_layers} layers, hidden {mc.hidden_size}, "
+                 f"{mc.num_attention_heads} heads, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters",
+                 "initialised from": config.init_from or f"preset {config.preset} (random)",
+                 "steps": result.step, "global batch": config.batch_size,
+                 "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.accumulation} x {trainer.ctx.world_size}",
+                 "lr (peak), warm-up": f"{config.lr:g}, {config.warmup_steps} steps",
+                 "masking": f"{config.masking}, {config.mlm_probability:.0%}", "seed": config.seed,
+                 "skipped non-finite steps": result.skipped_steps}),
+        ("Data", {"directory": config.data, "instances": train.info.num_instances, "tokens": train.info.num_tokens,
+                  "format": train.info.instance_format, "max_seq_length": train.info.max_seq_length,
+                  "masking at build": train.info.masking}),
+        ("Throughput", {"wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1)}),
+        ("Final metrics", final or "no metrics logged"),
+        ("Files", f"`final/` (HF layout: config.json, model.safetensors, tokenizer), `metrics.jsonl`, checkpoints "
+                  f"`checkpoint-*` (with training_state.pt), `{RUN_CONFIG_FILE}`"),
+    ]
+    return write_report(output_dir, f"Pre-training run: {output_dir.name}", sections, plots)

@@ -1,0 +1,191 @@
+"""Run configuration as dataclasses: defaults, optional YAML, then `--set key=value`.
+
+Every value passes through `apply_overrides`, which knows the dataclass's fields and
+their types, so a typo or a bad value fails before any work with the field's name
+(and a did-you-mean), never deep inside the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import BertkitError, ConfigError
+
+OPTIMIZERS = ("adamw", "lamb")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+NONFINITE_POLICIES = ("stop", "skip")
+PARALLEL_MODES = ("ddp", "fsdp")
+
+
+@dataclass
+class TrainingConfig:
+    """What the model-agnostic loop needs. `batch_size` is the *global* batch (sequences
+    per optimizer step, over all processes and accumulation steps), so a run means the
+    same thing on one CPU or on eight GPUs."""
+
+    max_steps: int = 10_000
+    batch_size: int = 32
+    micro_batch_size: int | None = None  # per process per forward; None = batch_size / world size
+    lr: float = 1e-4
+    warmup_steps: int = 1_000
+    weight_decay: float = 0.01
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    optimizer: str = "adamw"
+    max_grad_norm: float = 1.0
+    precision: str = "auto"  # auto: bf16 autocast on a GPU that has it, fp32 on CPU
+    compile: bool = False
+    seed: int = 42
+    log_steps: int = 10
+    eval_steps: int = 500
+    save_steps: int = 1_000
+    save_total_limit: int = 2
+    eval_batches: int | None = None  # None: the whole held-out split
+    nonfinite: str = "stop"  # stop | skip a step whose loss is NaN/inf
+    parallel: str = "ddp"  # ddp | fsdp (torch fully_shard), under torchrun
+    tensorboard: bool = True  # event files when the `tensorboard` package is installed
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        validate_types(self)
+        for name in ("max_steps", "batch_size", "log_steps", "eval_steps", "save_steps"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
+        if self.micro_batch_size is not None and self.micro_batch_size <= 0:
+            raise ConfigError(f"field 'micro_batch_size' must be positive, got {self.micro_batch_size}")
+        if self.warmup_steps < 0 or self.save_total_limit < 1:
+            raise ConfigError("field 'warmup_steps' must be >= 0 and 'save_total_limit' >= 1")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ConfigError(f"field 'lr' must be a positive number, got {self.lr}")
+        if not (0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1):
+            raise ConfigError("fields 'adam_beta1' and 'adam_beta2' must be in [0, 1)")
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("nonfinite", self.nonfinite, NONFINITE_POLICIES)
+        check_choice("parallel", self.parallel, PARALLEL_MODES)
+
+
+def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"field {name!r} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _field_types(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _accepts(hint: Any, value: Any) -> bool:
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(arg, value) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is not None:
+        return isinstance(value, origin)
+    return isinstance(value, hint)
+
+
+def validate_types(obj) -> None:
+    """Check every field of dataclass `obj` against its annotation (ConfigError naming it)."""
+    hints = _field_types(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if not _accepts(hints[f.name], value):
+            raise ConfigError(f"field {f.name!r} expects {_type_name(hints[f.name])}, got {value!r}")
+        if isinstance(value, float) and hints[f.name] in (float, float | None) and not math.isfinite(value):
+            raise ConfigError(f"field {f.name!r} must be finite, got {value!r}")
+
+
+def _type_name(hint: Any) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def parse_value(text: str, hint: Any) -> Any:
+    """`--set` text -> a value for a field annotated `hint` (YAML scalar rules: 5e-4, true, null)."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    if isinstance(value, str):  # YAML 1.1 reads "5e-4" (no dot) as a string
+        for number in (int, float):
+            try:
+                value = number(text)
+                break
+            except ValueError:
+                continue
+    if _accepts(hint, value):
+        return value
+    if _accepts(hint, text):  # e.g. a string field given "123"
+        return text
+    return value  # let validation name the field and the expected type
+
+
+def apply_overrides(obj, overrides: dict[str, Any], source: str = "--set"):
+    """A copy of dataclass `obj` with `overrides` applied; unknown fields raise ConfigError.
+
+    Values given as strings (from `--set`) are parsed against the field's type.
+    """
+    hints = _field_types(type(obj))
+    names = [f.name for f in dataclasses.fields(obj) if f.init]
+    changes = {}
+    for key, value in overrides.items():
+        if key not in names:
+            hint = difflib.get_close_matches(key, names, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"{source}: unknown field {key!r}{suggestion}")
+        changes[key] = parse_value(value, hints[key]) if isinstance(value, str) else value
+    try:
+        return dataclasses.replace(obj, **changes)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def parse_set_arguments(items: list[str] | None) -> dict[str, str]:
+    """['lr=5e-4', 'max_steps=2000'] -> {'lr': '5e-4', 'max_steps': '2000'}."""
+    result = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def read_yaml_config(path: str | Path) -> dict[str, Any]:
+    """A YAML (or JSON) mapping of field -> value; errors name the file."""
+    import yaml
+
+    path = Path(path)
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BertkitError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        detail = str(exc).splitlines()[0]
+        raise BertkitError(f"{path}: not valid YAML ({detail})") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise BertkitError(f"{path}: expected a mapping of field: value")
+    return values
+
+
+def to_json(obj) -> str:
+    return json.dumps(dataclasses.asdict(obj), indent=2, sort_keys=True) + "\n"

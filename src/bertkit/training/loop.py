@@ -1,0 +1,369 @@
+"""The training loop shared by pre-training and fine-tuning.
+
+It knows nothing about BERT: a `TrainingProgram` turns examples into batches and
+batches into a loss. The loop owns the rest — global batch arithmetic over processes
+and accumulation, optimizer and schedule, mixed precision, clipping, non-finite
+losses, periodic evaluation, atomic checkpoints, exact resume, logging.
+
+Determinism. The data position is a pure function of the step: step s consumes the
+global sample positions [s*G, (s+1)*G) of an endless stream in which epoch e is a
+permutation drawn from (seed, e). Dropout is seeded from (seed, step, micro-batch,
+rank). So resuming needs no replay, the number of data workers cannot change a batch,
+and a killed run resumed from its checkpoint ends with bit-identical weights.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.training import checkpoints as ckpt
+from bertkit.training.config import TrainingConfig
+from bertkit.training.distributed import DistContext, all_reduce_sum, barrier
+from bertkit.training.optim import build_optimizer, linear_schedule
+from bertkit.training.program import TrainingProgram
+from bertkit.training.reporting import MetricsLog
+
+FINAL_DIR = "final"
+
+
+@dataclass
+class TrainResult:
+    step: int
+    final_dir: Path | None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    tokens_per_second: float = 0.0
+    skipped_steps: int = 0
+
+
+class Trainer:
+    def __init__(self, program: TrainingProgram, config: TrainingConfig, output_dir: str | Path, ctx: DistContext | None = None):
+        self.program = program
+        self.config = config
+        self.output_dir = Path(output_dir)
+        self.ctx = ctx or DistContext()
+        self.global_batch = config.batch_size
+        micro = config.micro_batch_size or max(1, config.batch_size // self.ctx.world_size)
+        per_step = micro * self.ctx.world_size
+        if config.batch_size % per_step:
+            raise ConfigError(
+                f"field 'batch_size' ({config.batch_size}) must be a multiple of micro_batch_size x processes "
+                f"({micro} x {self.ctx.world_size})"
+            )
+        self.micro_batch = micro
+        self.accumulation = config.batch_size // per_step
+        self.num_examples = program.num_train_examples()
+        if self.num_examples <= 0:
+            raise BertkitError("no training examples")
+        self._permutations: dict[int, np.ndarray] = {}
+        self.precision = _resolve_precision(config.precision, self.ctx.device)
+
+    # ---- data order ------------------------------------------------------------------
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch not in self._permutations:
+            self._permutations = {e: p for e, p in self._permutations.items() if e >= epoch - 1}
+            self._permutations[epoch] = np.random.default_rng([self.config.seed, epoch]).permutation(self.num_examples)
+        return self._permutations[epoch]
+
+    def micro_batch_positions(self, step: int, micro: int) -> range:
+        """Global stream positions of this rank's `micro`-th micro-batch of `step`."""
+        start = step * self.global_batch + (micro * self.ctx.world_size + self.ctx.rank) * self.micro_batch
+        return range(start, start + self.micro_batch)
+
+    def _examples(self, positions: range) -> list[dict[str, Any]]:
+        examples = []
+        for position in positions:
+            epoch, offset = divmod(position, self.num_examples)
+            examples.append(self.program.train_example(int(self._permutation(epoch)[offset]), epoch))
+        return examples
+
+    def _step_batches(self, start_step: int) -> Iterator[list[dict[str, torch.Tensor]]]:
+        for step in range(start_step, self.config.max_steps):
+            yield [self.program.collate(self._examples(self.micro_batch_positions(step, k))) for k in range(self.accumulation)]
+
+    # ---- setup -----------------------------------------------------------------------
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        if self.config.compile:
+            model = torch.compile(model)
+        if not self.ctx.enabled:
+            return model
+        if self.config.parallel == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            for unit in self.program.fsdp_units(model):
+                fully_shard(unit)
+            fully_shard(model)
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=device_ids)
+
+    def _autocast(self):
+        if self.precision == "fp32":
+            return nullcontext()
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.ctx.device.type, dtype=dtype)
+
+    def _seed_dropout(self, step: int, micro: int) -> None:
+        seed = np.random.SeedSequence([self.config.seed, step, micro, self.ctx.rank]).generate_state(1)[0]
+        torch.manual_seed(int(seed))
+
+    # ---- checkpoints -------------------------------------------------------------------
+    def _full_state_dicts(self, model: nn.Module, optimizer) -> tuple[dict, dict | None]:
+        """Model and optimizer state as full (unsharded) dicts; collective under FSDP."""
+        if self.ctx.enabled and self.config.parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+            options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+            model_state, optim_state = get_state_dict(model, optimizer, options=options)
+            return model_state, optim_state
+        raw = _unwrap(model)
+        return raw.state_dict(), optimizer.state_dict() if optimizer is not None else None
+
+    def save_checkpoint(self, model, optimizer, scheduler, scaler, step: int) -> Path | None:
+        model_state, optim_state = self._full_state_dicts(model, optimizer)
+        target = self.output_dir / ckpt.checkpoint_name(step)
+        if self.ctx.is_main:
+            state = {
+                "step": step,
+                "optimizer": optim_state,
+                "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None,
+                "rng": ckpt.rng_state(),
+                "world_size": self.ctx.world_size,
+                "global_batch": self.global_batch,
+                "samples_seen": step * self.global_batch,
+            }
+
+            def fill(tmp: Path) -> None:
+                self.program.save_pretrained(_unwrap(model), tmp, state_dict=model_state)
+                ckpt.save_training_state(tmp, state)
+
+            ckpt.write_directory_atomic(target, fill)
+            ckpt.prune_checkpoints(self.output_dir, self.config.save_total_limit)
+        barrier(self.ctx)
+        return target
+
+    def _resume(self, checkpoint: Path, model: nn.Module, optimizer, scheduler, scaler) -> int:
+        state = ckpt.load_training_state(checkpoint)
+        if state.get("world_size") != self.ctx.world_size or state.get("global_batch") != self.global_batch:
+            raise BertkitError(
+                f"{checkpoint}: saved with {state.get('world_size')} process(es) and batch_size "
+                f"{state.get('global_batch')}; resume with the same (now {self.ctx.world_size} and {self.global_batch})"
+            )
+        if self.ctx.enabled and self.config.parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+            set_optimizer_state_dict(model, optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True))
+        else:
+            optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        ckpt.restore_rng_state(state["rng"])
+        return int(state["step"])
+
+    # ---- the loop --------------------------------------------------------------------
+    def train(self, model: nn.Module, resume_from: Path | None = None) -> TrainResult:
+        """Train `model` (whose weights the caller has already loaded, from `resume_from`
+        too) to `max_steps`; returns where the final model went."""
+        cfg, ctx = self.config, self.ctx
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.sweep_incomplete(self.output_dir)
+        model.to(ctx.device)
+        model.train()
+        wrapped = self._wrap(model)
+        optimizer = build_optimizer(wrapped, cfg)
+        scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
+        scaler = torch.amp.GradScaler(ctx.device.type) if self.precision == "fp16" else None
+        start = self._resume(resume_from, wrapped, optimizer, scheduler, scaler) if resume_from else 0
+        log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
+        bar = _progress(cfg, start, ctx)
+        window: dict[str, float] = {}
+        window_start, window_tokens = time.perf_counter(), 0.0
+        total_tokens, total_time = 0.0, 0.0
+        skipped = 0
+        last_saved = ckpt.latest_checkpoint(self.output_dir)
+        step = start
+        try:
+            for step, batches in enumerate(_prefetch(self._step_batches(start)), start=start):
+                batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in b.items()} for b in batches]
+                counts: dict[str, float] = {}
+                for batch in batches:
+                    for key, value in self.program.loss_counts(batch).items():
+                        counts[key] = counts.get(key, 0.0) + value
+                totals = all_reduce_sum(counts, ctx)
+                stats: dict[str, float] = {}
+                for micro, batch in enumerate(batches):
+                    self._seed_dropout(step, micro)
+                    sync = micro == len(batches) - 1 or not hasattr(wrapped, "no_sync")
+                    with (nullcontext() if sync else wrapped.no_sync()), self._autocast():
+                        loss, micro_stats = self.program.compute_loss(wrapped, batch, totals)
+                    # DDP/FSDP average gradients over processes; the loss is already a global mean
+                    scaled = loss * ctx.world_size
+                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    micro_stats["loss"] = micro_stats.get("loss", 0.0) + float(loss.detach())
+                    micro_stats["tokens"] = float(self.program.count_tokens(batch))
+                    for key, value in micro_stats.items():
+                        stats[key] = stats.get(key, 0.0) + value
+                stats = all_reduce_sum(stats, ctx)
+                if not math.isfinite(stats["loss"]):
+                    optimizer.zero_grad(set_to_none=True)
+                    where = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written yet"
+                    if cfg.nonfinite == "stop":
+                        raise BertkitError(f"step {step + 1}: loss is {stats['loss']} (non-finite); stopped — {where}")
+                    skipped += 1
+                    if bar is not None:
+                        bar.write(f"step {step + 1}: loss is {stats['loss']}; step skipped")
+                    scheduler.step()
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                if scaler is not None:
+                    scaler.unscale_(optimizer)
+                grad_norm = torch.nn.utils.clip_grad_norm_(wrapped.parameters(), cfg.max_grad_norm)
+                lr = scheduler.get_last_lr()[0]
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                done = step + 1
+                for key, value in stats.items():
+                    window[key] = window.get(key, 0.0) + value
+                window["steps"] = window.get("steps", 0.0) + 1
+                window["grad_norm"] = window.get("grad_norm", 0.0) + float(grad_norm)
+                if done % cfg.log_steps == 0 or done == cfg.max_steps:
+                    elapsed = time.perf_counter() - window_start
+                    record = self._record(done, window, lr, elapsed)
+                    total_tokens += window["tokens"]
+                    total_time += elapsed
+                    if log is not None:
+                        log.log(record)
+                    if bar is not None:
+                        bar.set_postfix({k: _short(record[k]) for k in ("loss", "lr", "tok/s", *self.program.progress_keys) if k in record})
+                    window, window_start = {}, time.perf_counter()
+                if done % cfg.eval_steps == 0 or done == cfg.max_steps:
+                    metrics = self.evaluate(wrapped)
+                    if log is not None and metrics:
+                        log.log({"step": done, **{f"eval_{k}": v for k, v in metrics.items()}})
+                    window_start = time.perf_counter()  # evaluation time is not training throughput
+                if done % cfg.save_steps == 0 and done < cfg.max_steps:
+                    last_saved = self.save_checkpoint(wrapped, optimizer, scheduler, scaler, done)
+                    window_start = time.perf_counter()
+                if bar is not None:
+                    bar.update(1)
+            step = cfg.max_steps
+            if start < cfg.max_steps:
+                self.save_checkpoint(wrapped, optimizer, scheduler, scaler, step)
+            final = self.output_dir / FINAL_DIR
+            model_state, _ = self._full_state_dicts(wrapped, None)
+            if ctx.is_main:
+                ckpt.write_directory_atomic(final, lambda tmp: self.program.save_pretrained(_unwrap(wrapped), tmp, state_dict=model_state))
+            barrier(ctx)
+        finally:
+            if bar is not None:
+                bar.close()
+            if log is not None:
+                log.close()
+        records = log.records if log is not None else []
+        speed = total_tokens / total_time if total_time else 0.0
+        return TrainResult(step, final if ctx.is_main else None, records, speed, skipped)
+
+    def _record(self, step: int, window: dict[str, float], lr: float, elapsed: float) -> dict[str, Any]:
+        steps = window["steps"]
+        record: dict[str, Any] = {"step": step, "loss": window["loss"] / steps, "lr": lr,
+                                  "grad_norm": window["grad_norm"] / steps,
+                                  "tok/s": window["tokens"] / elapsed if elapsed > 0 else 0.0}
+        record.update(self.program.summarize(window))
+        record["loss"] = window["loss"] / steps
+        return record
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        model.eval()
+        try:
+            with torch.no_grad(), self._autocast():
+                return self.program.evaluate(model, self.ctx, self.micro_batch, self.config.eval_batches)
+        finally:
+            model.train()
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    model = getattr(model, "module", model)  # DDP
+    return getattr(model, "_orig_mod", model)  # torch.compile
+
+
+def _resolve_precision(precision: str, device: torch.device) -> str:
+    if precision == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return "bf16"
+        return "fp32"
+    if precision == "fp16" and device.type != "cuda":
+        raise ConfigError("field 'precision': fp16 with loss scaling needs a GPU; use fp32 or bf16 on CPU")
+    return precision
+
+
+def _progress(cfg: TrainingConfig, start: int, ctx: DistContext):
+    if not (cfg.progress and ctx.is_main):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=cfg.max_steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1e4 else f"{value:.0f}"
+    return str(value)
+
+
+def _prefetch(iterator: Iterator, depth: int = 2) -> Iterator:
+    """Run `iterator` one or two items ahead in a thread (collation overlaps compute).
+
+    Exceptions raised while preparing an item are re-raised in the consumer."""
+    items: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in iterator:
+                while not stop.is_set():
+                    try:
+                        items.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put(done)
+        except BaseException as exc:  # handed to the consumer
+            items.put(exc)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
