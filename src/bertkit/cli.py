@@ -18,6 +18,7 @@ from bertkit.errors import BertkitError
 COMMAND_MODULES = [
     "bertkit.commands.demo",
     "bertkit.commands.embed",
+    "bertkit.commands.evaluate",
     "bertkit.commands.fill_mask",
     "bertkit.commands.pretrain",
     "bertkit.commands.tokenizer",
