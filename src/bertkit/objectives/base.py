@@ -18,12 +18,12 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
-from bertkit.data.masking import Masker, MaskingConfig, example_rng, word_starts
+from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
 
-EVAL_EPOCH = -1  # held-out masks come from their own (seed, epoch) stream, fixed for the whole run
+EVAL_EPOCH = 0  # held-out masks: the epoch-0 draw of the held-out split, the same at every evaluation
 
 
 class PretrainingObjective(TrainingProgram):
@@ -39,10 +39,8 @@ class PretrainingObjective(TrainingProgram):
         self.seed = seed
         self.tokenizer = train.tokenizer()
         self.check_data(train)
-        info = train.info
-        self.pad_id = info.special_ids["pad"]
-        self.masker = Masker(masking, vocab_size=info.vocab_size, mask_token_id=info.special_ids["mask"],
-                             special_ids=sorted(set(self.tokenizer.all_special_ids)), word_starts=word_starts(self.tokenizer))
+        self.pad_id = train.info.pad_token_id
+        self.masker = Masker.from_tokenizer(masking, self.tokenizer)
 
     # ---- models -----------------------------------------------------------------------
     @classmethod

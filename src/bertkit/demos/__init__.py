@@ -1,0 +1,1 @@
+"""The demos behind `bertkit demo`: the whole pre-training pipeline, and contextual embeddings."""
