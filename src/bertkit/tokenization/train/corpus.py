@@ -15,19 +15,17 @@ equal running the full pipeline on every line (a test checks it on awkward text)
 
 from __future__ import annotations
 
-import itertools
-import multiprocessing
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from tokenizers import pre_tokenizers
 from tqdm import tqdm
 
 from bertkit.errors import BertkitError
+from bertkit.parallel import parallel_map
 from bertkit.textio import check_readable, iter_lines
 from bertkit.tokenization.normalizers import bert_normalizer
 from bertkit.tokenization.train.options import TextOptions
@@ -47,9 +45,6 @@ _ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]")
 _ASCII_BYTELEVEL = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
 _BYTE_SPACE = "\u0120"  # "Ġ": the byte-level symbol of a space
 SCHEMES = ("bert", "bytelevel")
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -236,43 +231,6 @@ def _counted(chunks: Iterable[list[str]], bar: tqdm) -> Iterator[list[str]]:
     for chunk in chunks:
         bar.update(len(chunk))
         yield chunk
-
-
-def parallel_map(func: Callable[[T], R], items: Iterable[T], *, workers: int | None = None) -> Iterator[R]:
-    """`map(func, items)` on `workers` processes (None: all cores), results in input order.
-
-    At most two items per worker are in flight, so a long input is never read ahead into
-    memory. One worker, or a single item, runs in this process.
-    """
-    workers = workers or os.cpu_count() or 1
-    iterator = iter(items)
-    head = list(itertools.islice(iterator, 2))
-    items = itertools.chain(head, iterator)
-    if workers == 1 or len(head) < 2:
-        yield from map(func, items)
-        return
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Pool(workers, initializer=_worker_init, initargs=(func,)) as pool:
-        pending = []
-        for item in items:
-            pending.append(pool.apply_async(_worker_call, (item,)))
-            if len(pending) >= 2 * workers:
-                yield pending.pop(0).get()
-        for result in pending:
-            yield result.get()
-
-
-_worker_func: Callable | None = None  # the function each pool process applies (set once per process)
-
-
-def _worker_init(func: Callable) -> None:
-    global _worker_func
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _worker_func = func
-
-
-def _worker_call(item):
-    return _worker_func(item)
 
 
 def existing_files(paths: Iterable[str | Path]) -> tuple[str, ...]:

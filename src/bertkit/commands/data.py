@@ -1,0 +1,139 @@
+"""`bertkit data build|info`: pre-training instances from a corpus; what a data directory holds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bertkit.errors import BertkitError
+
+FORMAT_HELP = (
+    "nsp: BERT sentence pairs with IsNext/NotNext (default); packed: RoBERTa full sentences, "
+    "one segment; sop: ALBERT sentence order"
+)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("data", help="build pre-training data (NSP / SOP / packed shards); inspect it")
+    commands = parser.add_subparsers(dest="data_command", metavar="{build,info}")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+    _add_build(commands)
+    _add_info(commands)
+
+
+def _add_build(commands) -> None:
+    p = commands.add_parser(
+        "build",
+        help="tokenize a corpus into pre-training instances",
+        description="Turn a corpus into tokenized pre-training instances, written as shards to --output. "
+        "Input: text with one sentence or paragraph per line and a blank line between documents, or JSONL "
+        "(one document per object); any may be .gz. Running the same command again resumes an interrupted build.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="corpus files (.txt, .jsonl, optionally .gz)")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer directory (saved into OUTPUT/tokenizer)")
+    p.add_argument("--output", "-o", required=True, metavar="DIR", help="data directory to write")
+    p.add_argument("--max-seq-length", type=int, default=128, metavar="N",
+                   help="tokens per instance including [CLS]/[SEP] (default: 128)")
+    p.add_argument("--format", choices=("nsp", "packed", "sop"), default="nsp", help=FORMAT_HELP)
+    p.add_argument("--masking", choices=("dynamic", "static"), default="dynamic",
+                   help="dynamic: a new mask every epoch at training time (default); static: mask now and store "
+                   "the labels, --dupe-factor copies (original BERT)")
+    p.add_argument("--dupe-factor", type=int, metavar="N",
+                   help="copies of the corpus, each with its own instances and masks (default: 5 static, 1 dynamic)")
+    p.add_argument("--short-seq-prob", type=float, default=0.1, metavar="P",
+                   help="probability of a shorter target length for a document's instances (default: 0.1)")
+    p.add_argument("--max-predictions-per-seq", type=int, metavar="N",
+                   help="static masking: most masked positions per instance (default: round(0.15 * max length))")
+    p.add_argument("--whole-word-masking", action="store_true", help="static masking: mask all pieces of a word together")
+    p.add_argument("--seed", type=int, default=12345, help="random seed (default: 12345)")
+    p.add_argument("--eval-fraction", type=float, default=0.01, metavar="F",
+                   help="fraction of documents held out as the eval split (default: 0.01; at least one document "
+                   "when there are enough, 0 for none)")
+    p.add_argument("--text-field", default="text", metavar="NAME", help="JSONL field holding the text (default: text)")
+    p.add_argument("--no-sentence-split", action="store_true",
+                   help="take each line as one sentence (default: split lines into sentences)")
+    p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines instead of stopping")
+    p.add_argument("--workers", type=int, default=2, metavar="N", help="worker processes (default: 2)")
+    p.add_argument("--num-shards", type=int, default=1, metavar="N",
+                   help="split the build into N jobs (e.g. on N machines) writing into the same --output")
+    p.add_argument("--shard-index", type=int, default=0, metavar="I", help="which of the --num-shards jobs this is (0-based)")
+    p.add_argument("--slice-chars", type=int, metavar="N",
+                   help="characters of text per unit of work and shard (default: 1,000,000); part of the recipe")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a dataset of another recipe in --output (and rebuild this job's shards)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_build)
+
+
+def _add_info(commands) -> None:
+    p = commands.add_parser("info", help="summarize a data directory", description="Print what a data directory holds.")
+    p.add_argument("directory", metavar="DIR", help="data directory written by `bertkit data build`")
+    p.set_defaults(func=run_info)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from bertkit.data.build import BuildOptions, build_dataset
+    from bertkit.data.corpus import SLICE_CHARS
+
+    options = BuildOptions(
+        instance_format=args.format,
+        max_seq_length=args.max_seq_length,
+        masking=args.masking,
+        dupe_factor=args.dupe_factor,
+        short_seq_prob=args.short_seq_prob,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        whole_word_masking=args.whole_word_masking,
+        seed=args.seed,
+        eval_fraction=args.eval_fraction,
+        sentence_split=not args.no_sentence_split,
+        text_field=args.text_field,
+        skip_bad_lines=args.skip_bad_lines,
+        slice_chars=args.slice_chars or SLICE_CHARS,
+    )
+    result = build_dataset(
+        args.files,
+        args.tokenizer,
+        args.output,
+        options,
+        workers=args.workers,
+        num_jobs=args.num_shards,
+        job_index=args.shard_index,
+        overwrite=args.overwrite,
+        show_progress=not args.no_progress,
+    )
+    rate = result.train_tokens / result.seconds if result.seconds else 0.0
+    job = f" (job {args.shard_index} of {args.num_shards})" if args.num_shards > 1 else ""
+    kept = f", {result.resumed} kept from an earlier run" if result.resumed else ""
+    print(
+        f"{args.format}{job}: {result.train_instances:,} train instances ({result.train_tokens:,} tokens), "
+        f"{result.eval_instances:,} eval, {result.built} of {result.num_slices} slices built{kept} in "
+        f"{result.seconds:.1f}s ({rate:,.0f} tokens/s) -> {result.output_dir}"
+    )
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    from bertkit.data.dataset import TOKENIZER_DIR, PretrainingDataset
+
+    train = PretrainingDataset.open(args.directory, "train")
+    try:
+        evaluation = PretrainingDataset.open(args.directory, "eval")
+    except BertkitError:
+        evaluation = None
+    info = train.info
+    tokenizer = train.tokenizer()
+    lines = [
+        f"directory      {train.directory}",
+        f"format         {info.instance_format}, max_seq_length {info.max_seq_length}",
+        f"masking        {info.masking}" + (
+            f" (dupe factor {info.dupe_factor}, at most {info.max_predictions_per_seq} predictions"
+            f"{', whole words' if info.whole_word_masking else ''})" if info.masking == "static" else ""),
+        f"train          {info.num_instances:,} instances, {info.num_tokens:,} tokens, {info.num_shards} shards",
+        f"eval           " + (f"{evaluation.info.num_instances:,} instances, {evaluation.info.num_tokens:,} tokens, "
+                              f"{evaluation.info.num_shards} shards" if evaluation else "none"),
+        f"tokenizer      {train.directory / TOKENIZER_DIR}: {tokenizer.model_type}, {info.vocab_size:,} tokens, "
+        f"fingerprint {info.tokenizer_fingerprint[:12]}",
+        f"seed           {info.seed}",
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
