@@ -60,15 +60,22 @@ class BertPreTrainedModel(nn.Module):
                 nn.init.zeros_(param)
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, strict: bool = True, output_loading_info: bool = False):
+    def from_pretrained(
+        cls,
+        directory: str | os.PathLike,
+        strict: bool = True,
+        output_loading_info: bool = False,
+        config: BertConfig | None = None,
+    ):
         """Load config.json + model.safetensors (or pytorch_model.bin, weights only).
 
         Missing head weights are allowed, initialised fresh and listed in
         `model.loading_info`; missing backbone weights raise unless `strict=False`.
+        `config` replaces the directory's config.json (e.g. one with a task's label map).
         """
         from bertkit.interop.hf import load_pretrained_weights
 
-        config = BertConfig.from_pretrained(directory)
+        config = config if config is not None else BertConfig.from_pretrained(directory)
         model = cls(config)
         model.loading_info = load_pretrained_weights(model, Path(directory), strict=strict)
         model.eval()
@@ -157,10 +164,12 @@ class BertForPreTraining(BertPreTrainedModel):
             # is most of a small model's compute, and ~85% of positions carry no loss.
             positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
             selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
-            prediction_logits = self.mlm_logits(selected)  # (N, V)
             targets = labels[positions[:, 0], positions[:, 1]]
-            # a batch without masked positions contributes zero (not NaN) MLM loss
-            loss = F.cross_entropy(prediction_logits, targets) if targets.numel() else prediction_logits.sum() * 0.0
+            # mean CE over the N positions and their (N, V) logits; a batch without
+            # masked positions contributes zero (not NaN) MLM loss
+            loss, prediction_logits = self.cls.predictions.loss_and_logits(
+                selected, self.bert.embeddings.word_embeddings.weight, targets
+            )
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1), ignore_index=IGNORE_INDEX)
             loss = nsp_loss if loss is None else loss + nsp_loss

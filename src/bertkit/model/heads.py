@@ -1,4 +1,9 @@
-"""Heads shared by several objectives: the pooler and the masked-LM prediction head."""
+"""Heads shared by several objectives: the pooler and the masked-LM prediction head.
+
+`decoder_cross_entropy` is the MLM decoder and its loss fused for training speed: the
+(N, V) logits at masked positions and their gradient are produced chunk by chunk while
+each chunk is still in cache (see its docstring for the maths and the measured gain).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.memory import empty_large
 
 
 class BertPooler(nn.Module):
@@ -46,6 +52,14 @@ class BertLMPredictionHead(nn.Module):
         """hidden_states: (..., H); word_embeddings: (V, H) -> logits (..., V)."""
         return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
 
+    def loss_and_logits(
+        self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """hidden_states: (N, H) at masked positions; targets: (N,) ids -> (mean CE, logits (N, V)).
+
+        Equal to `F.cross_entropy(self(hidden_states, word_embeddings), targets)`, fused."""
+        return decoder_cross_entropy(self.transform(hidden_states), word_embeddings, self.bias, targets)
+
 
 class BertPreTrainingHeads(nn.Module):
     """`cls` in HF's BertForPreTraining: MLM predictions + NSP (IsNext / NotNext) on the pooled [CLS]."""
@@ -54,3 +68,101 @@ class BertPreTrainingHeads(nn.Module):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+def decoder_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy of `hidden @ weight.T + bias` against `targets`, and those logits.
+
+    hidden: (N, H) transformed hidden states at the masked positions; weight: (V, H) the
+    tied word embeddings; bias: (V,); targets: (N,) int64 token ids in [0, V).
+    Returns (loss: scalar, logits: (N, V)); the same values as `F.linear` followed by
+    `F.cross_entropy` (mean), with gradients through the loss and the logits alike.
+    """
+    if (
+        hidden.dtype != weight.dtype
+        or hidden.dtype != bias.dtype
+        or torch.is_autocast_enabled(hidden.device.type)
+        or hidden.shape[0] == 0
+    ):  # mixed precision or nothing to predict: the plain composition
+        logits = F.linear(hidden, weight, bias)
+        loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
+        return loss, logits
+    compute_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (hidden, weight, bias))
+    return _DecoderCrossEntropy.apply(hidden, weight, bias, targets, compute_grad)
+
+
+class _DecoderCrossEntropy(torch.autograd.Function):
+    """loss = mean_i(logsumexp(z_i) - z_i[t_i]) with z = h W^T + b, the logits z kept.
+
+    d loss / d z = (softmax(z) - onehot(t)) / N =: G / N, so
+    d h = G W / N,  d W = G^T h / N,  d b = sum_i G_i / N.
+    The forward computes each chunk of rows of z (into the returned logits), its
+    log-softmax (the loss) and G in a chunk-sized scratch buffer that stays in cache,
+    and folds the chunk into dh, dW, db at once; backward only scales them by the
+    incoming gradient (so, unlike most ops, it supports one backward per forward:
+    `retain_graph=True` and a second backward raise). Against `F.linear` + `F.cross_entropy` this skips the full (N, V)
+    log-softmax output, its gradient, the zero-filled (N, V) NLL gradient and three more
+    passes over (N, V) memory (measured: the MLM head's forward + backward 1.4-2x faster
+    on a 2-core CPU at V = 30522).
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, needs_grad: bool):
+        n, vocab = hidden.shape[0], weight.shape[0]
+        logits = empty_large((n, vocab), hidden)
+        # rows per chunk, tuned on a 2-core CPU: small chunks keep G in cache, large ones
+        # cut the passes over dW (V x H) that each chunk accumulates into
+        rows = max(32, min(256, hidden.shape[1] // 2))
+        scratch = hidden.new_empty(min(rows, n), vocab)
+        nll = hidden.new_zeros(())
+        if needs_grad:
+            grad_hidden = torch.empty_like(hidden)
+            grad_weight = empty_large(weight.shape, weight)
+            grad_bias = torch.zeros_like(bias)
+        weight_t = weight.t()
+        for start in range(0, n, rows):
+            stop = min(n, start + rows)
+            chunk, h, t = logits[start:stop], hidden[start:stop], targets[start:stop]
+            g = scratch[: stop - start]
+            torch.mm(h, weight_t, out=chunk)
+            chunk += bias
+            torch._log_softmax(chunk, 1, False, out=g)
+            index = torch.arange(stop - start, device=g.device)
+            nll -= g[index, t].sum()
+            if not needs_grad:
+                continue
+            g.exp_()  # softmax
+            g[index, t] -= 1.0  # G = softmax - onehot
+            torch.mm(g, weight, out=grad_hidden[start:stop])
+            grad_weight.addmm_(g.t(), h, beta=0.0 if start == 0 else 1.0)  # beta 0: first chunk overwrites
+            grad_bias += g.sum(0)
+        ctx.set_materialize_grads(False)
+        ctx.n = n
+        if needs_grad:
+            ctx.save_for_backward(hidden, weight)
+            # held as attributes, not saved tensors, so backward can hand them over and
+            # drop its own reference: autograd may then add the word-embedding lookup's
+            # gradient into grad_weight in place
+            ctx.grads = [grad_hidden, grad_weight, grad_bias]
+        return nll / n, logits
+
+    @staticmethod
+    def backward(ctx, grad_loss, grad_logits):
+        hidden, weight = ctx.saved_tensors
+        if ctx.grads is None:
+            raise RuntimeError("decoder_cross_entropy supports one backward per forward (no retain_graph)")
+        (grad_hidden, grad_weight, grad_bias), ctx.grads = ctx.grads, None
+        if grad_loss is None:
+            for grad in (grad_hidden, grad_weight, grad_bias):
+                grad.zero_()
+        else:
+            scale = grad_loss / ctx.n
+            for grad in (grad_hidden, grad_weight, grad_bias):
+                grad.mul_(scale)
+        if grad_logits is not None:  # the logits were used too: add their gradient
+            grad_hidden.addmm_(grad_logits, weight)
+            grad_weight.addmm_(grad_logits.t(), hidden)
+            grad_bias += grad_logits.sum(0)
+        return grad_hidden, grad_weight, grad_bias, None, None

@@ -47,3 +47,45 @@ class BertForPreTrainingOutput(ModelOutput):
     masked_positions: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class SequenceClassifierOutput(ModelOutput):
+    """loss: scalar (CE, MSE or BCE by problem type); logits: (B, num_labels) float."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class TokenClassifierOutput(ModelOutput):
+    """loss: scalar CE over positions with label != -100; logits: (B, T, num_labels)."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class QuestionAnsweringModelOutput(ModelOutput):
+    """loss: scalar, mean of the start and end CE; start_logits, end_logits: (B, T)."""
+
+    loss: torch.Tensor | None = None
+    start_logits: torch.Tensor | None = None
+    end_logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class MultipleChoiceModelOutput(ModelOutput):
+    """loss: scalar CE over the choices; logits: (B, C) one score per choice.
+    hidden_states / attentions are those of the flattened (B * C, T) batch."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None

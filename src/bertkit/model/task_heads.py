@@ -1,0 +1,221 @@
+"""Fine-tuning models: the backbone plus one small output layer (SPEC section 5).
+
+Class names, attribute names (`bert`, `classifier`, `qa_outputs`) and forward semantics
+are Hugging Face's, so a checkpoint fine-tuned in transformers loads here and the other
+way round. Starting from a checkpoint without the head (a bare `BertModel` such as
+all-MiniLM-L6-v2, or a pre-training checkpoint) initialises the head fresh and lists its
+keys in `model.loading_info["missing_keys"]`.
+
+Loss rules (transformers'):
+- sequence classification: `config.problem_type` if set; else num_labels == 1 ->
+  regression (MSE), integer labels -> single-label cross-entropy, float labels ->
+  multi-label (BCE with logits);
+- token classification: cross-entropy over positions whose label is not -100;
+- question answering: mean of start and end cross-entropy; positions outside the
+  sequence are clamped to T and ignored;
+- multiple choice: (B, C, T) inputs run as (B * C, T); one [CLS] score per choice,
+  cross-entropy over the C choices.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
+from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.outputs import (
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+
+
+def classifier_dropout(config: BertConfig) -> float:
+    """Dropout before a classification layer: classifier_dropout, else hidden_dropout_prob."""
+    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+
+
+def problem_type(config: BertConfig, labels: torch.Tensor) -> str:
+    """The loss a sequence classifier uses for `labels` (transformers' rule; the config is not changed)."""
+    if config.problem_type is not None:
+        return config.problem_type
+    if config.num_labels == 1:
+        return "regression"
+    return "multi_label_classification" if labels.is_floating_point() else "single_label_classification"
+
+
+def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
+    """logits (B, K); labels (B,) int class ids (-100 ignored), (B,) / (B, K) float targets."""
+    if kind == "regression":
+        if logits.shape[-1] == 1:
+            return F.mse_loss(logits.view(-1), labels.view(-1).to(logits.dtype))
+        return F.mse_loss(logits, labels.to(logits.dtype))
+    if kind == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
+
+
+class BertForSequenceClassification(BertPreTrainedModel):
+    """[CLS] -> pooler -> dropout -> K-way linear layer (K = 1: regression, e.g. STS-B)."""
+
+    backbone_prefix = "bert."
+    optional_prefixes = ("classifier.", "bert.pooler.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> SequenceClassifierOutput:
+        """input_ids, token_type_ids, attention_mask: (B, T) int. labels: (B,) int64 class
+        ids, (B,) float targets for regression, or (B, K) float for multi-label."""
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForTokenClassification(BertPreTrainedModel):
+    """Every token's final hidden state -> dropout -> K-way linear layer (NER tagging)."""
+
+    backbone_prefix = "bert."
+    optional_prefixes = ("classifier.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> TokenClassifierOutput:
+        """labels: (B, T) int64 label ids, -100 where no loss is taken (sub-word
+        continuations, special tokens, padding)."""
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
+        loss = None
+        if labels is not None:
+            flat_logits, flat_labels = logits.view(-1, self.num_labels), labels.view(-1)  # (B * T, K), (B * T,)
+            if bool((flat_labels != IGNORE_INDEX).any()):
+                loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX)
+            else:  # nothing labelled: zero loss rather than transformers' NaN
+                loss = flat_logits.sum() * 0.0
+        return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForQuestionAnswering(BertPreTrainedModel):
+    """Extractive QA: a (H -> 2) layer gives every token a start and an end score."""
+
+    backbone_prefix = "bert."
+    optional_prefixes = ("qa_outputs.",)
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        if config.num_labels != 2:
+            raise ConfigError(
+                f"BertForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}"
+            )
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> QuestionAnsweringModelOutput:
+        """start_positions, end_positions: (B,) int64 token indices of the answer span
+        (0 = [CLS] for no answer); indices outside [0, T) are ignored in the loss."""
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
+        start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.shape[1]  # T: clamped out-of-range positions land here
+            start = start_positions.view(-1).clamp(0, ignored)
+            end = end_positions.view(-1).clamp(0, ignored)
+            loss = (
+                F.cross_entropy(start_logits, start, ignore_index=ignored)
+                + F.cross_entropy(end_logits, end, ignore_index=ignored)
+            ) / 2
+        return QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
+
+
+class BertForMultipleChoice(BertPreTrainedModel):
+    """Each (context, choice) pair -> pooled [CLS] -> one scalar; softmax over the choices."""
+
+    backbone_prefix = "bert."
+    optional_prefixes = ("classifier.", "bert.pooler.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MultipleChoiceModelOutput:
+        """input_ids, token_type_ids, attention_mask: (B, C, T) int; labels: (B,) int64
+        index of the right choice."""
+        num_choices = input_ids.shape[1]
+
+        def flat(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.reshape(-1, x.shape[-1])  # (B * C, T)
+
+        out = self.bert(
+            flat(input_ids), flat(token_type_ids), flat(attention_mask), output_hidden_states, output_attentions
+        )
+        scores = self.classifier(self.dropout(out.pooler_output))  # (B * C, 1)
+        logits = scores.view(-1, num_choices)  # (B, C)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits, labels.view(-1), ignore_index=IGNORE_INDEX)
+        return MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+TASK_MODEL_CLASSES = {
+    cls.__name__: cls
+    for cls in (
+        BertForSequenceClassification, BertForTokenClassification, BertForQuestionAnswering, BertForMultipleChoice
+    )
+}

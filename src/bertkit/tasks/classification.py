@@ -1,0 +1,339 @@
+"""Sequence classification and regression on [CLS]: GLUE tasks and any labelled table.
+
+Examples are `(text, pair, label)`; the model is `BertForSequenceClassification`
+(K labels -> cross-entropy; a regression task has one output and MSE).
+
+GLUE files are read in their release layout (one TSV per split):
+  CoLA   no header: source, label, original mark, sentence   (test: index, sentence)
+  SST-2  sentence, label
+  MRPC   Quality, #1 ID, #2 ID, #1 String, #2 String          (UTF-8 BOM)
+  STS-B  ..., sentence1, sentence2, score (float 0-5: regression)
+  QQP    id, qid1, qid2, question1, question2, is_duplicate
+  MNLI   ..., sentence1, sentence2, label1 [... label5], gold_label (matched and
+         mismatched dev are two files of one task, "mnli" and "mnli-mm")
+  QNLI   index, question, sentence, label (entailment / not_entailment)
+  RTE, WNLI   index, sentence1, sentence2, label
+  AX     index, sentence1, sentence2 (MNLI's labels, unlabelled)
+Columns are found by header name; a test file (no label column) gives label None.
+Each task's label list is fixed (the original BERT `run_classifier.py` lists: the
+sorted label strings), so a dev file missing a class still gets the full map and the
+ids agree with checkpoints fine-tuned elsewhere.
+
+Any other CSV / TSV / JSONL: choose the text, optional pair and label columns (or
+fields); `regression=True` reads float labels. The label map is built from the
+training examples (`build_label_map`: sorted, numerically when every label is an
+integer) and checked against a checkpoint's (`check_label_map`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.tasks.records import (
+    as_text,
+    column_index,
+    file_kind,
+    iter_jsonl,
+    missing_field,
+    read_table,
+)
+
+MODEL_CLASS_NAME = "BertForSequenceClassification"
+ENCODE_BATCH = 1000  # texts per tokenizer call: big enough for Rust's parallelism, small enough for a progress bar
+
+
+@dataclass
+class ClassificationExample:
+    """One labelled text or text pair. label: a label name, a float (regression) or None
+    (unlabelled test data). source: "file:line", for error messages."""
+
+    text: str
+    pair: str | None
+    label: str | float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """Where a GLUE task keeps its fields (header names) and its labels (None: regression)."""
+
+    text: str
+    pair: str | None
+    label: str
+    labels: tuple[str, ...] | None
+
+
+_NLI = ("contradiction", "entailment", "neutral")
+_ENTAIL = ("entailment", "not_entailment")
+GLUE_TASKS: dict[str, GlueTask] = {
+    "cola": GlueTask("sentence", None, "label", ("0", "1")),
+    "sst2": GlueTask("sentence", None, "label", ("0", "1")),
+    "mrpc": GlueTask("#1 String", "#2 String", "Quality", ("0", "1")),
+    "qqp": GlueTask("question1", "question2", "is_duplicate", ("0", "1")),
+    "stsb": GlueTask("sentence1", "sentence2", "score", None),
+    "mnli": GlueTask("sentence1", "sentence2", "gold_label", _NLI),
+    "mnli-mm": GlueTask("sentence1", "sentence2", "gold_label", _NLI),
+    "qnli": GlueTask("question", "sentence", "label", _ENTAIL),
+    "rte": GlueTask("sentence1", "sentence2", "label", _ENTAIL),
+    "wnli": GlueTask("sentence1", "sentence2", "label", ("0", "1")),
+    "ax": GlueTask("sentence1", "sentence2", "label", _NLI),
+}
+# CoLA's train/dev files have no header: (label, sentence) are fields 1 and 3 of 4.
+_COLA_LABEL_FIELD, _COLA_TEXT_FIELD, _COLA_FIELDS = 1, 3, 4
+
+
+def model_class():
+    """The model this family trains (imported lazily: reading data never needs torch)."""
+    from bertkit.model import BertForSequenceClassification
+
+    return BertForSequenceClassification
+
+
+def canonical_glue_task(task: str) -> str:
+    """Canonical GLUE task name ("SST-2" -> "sst2"); ConfigError naming the choices otherwise."""
+    from bertkit.evaluation.metrics import glue_task_name
+
+    return glue_task_name(task)
+
+
+def glue_labels(task: str) -> list[str] | None:
+    """The fixed label list of a GLUE task in id order; None for STS-B (regression)."""
+    labels = GLUE_TASKS[canonical_glue_task(task)].labels
+    return None if labels is None else list(labels)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def read_examples(
+    path: str | Path,
+    *,
+    glue_task: str | None = None,
+    text_column: str | None = None,
+    pair_column: str | None = None,
+    label_column: str | None = "label",
+    regression: bool = False,
+) -> list[ClassificationExample]:
+    """Examples of a GLUE file (`glue_task`) or of any CSV/TSV/JSONL with the given columns.
+
+    text_column is required without glue_task; pair_column None = single texts;
+    label_column None (or absent from a file's header) = unlabelled. GLUE labels are
+    checked against the task's label list; regression labels must be numbers.
+    Errors name the file and line: a row with the wrong number of fields, an unknown
+    column, a label outside the label set, an empty file.
+    """
+    if glue_task is not None:
+        examples = _read_glue(path, canonical_glue_task(glue_task))
+    else:
+        if not text_column:
+            raise BertkitError(f"{path}: choose the text column (text_column / --text-column)")
+        examples = _read_generic(path, text_column, pair_column, label_column, regression)
+    if not examples:
+        raise BertkitError(f"{path}: empty file (no examples)")
+    return examples
+
+
+def _read_glue(path: str | Path, task: str) -> list[ClassificationExample]:
+    spec = GLUE_TASKS[task]
+    if task == "cola":
+        _, rows = read_table(path, has_header=False)
+        first = rows[0][1]
+        if len(first) == _COLA_FIELDS and first[0].strip() != "index":  # train/dev: no header
+            return [
+                _example(path, line_no, fields[_COLA_TEXT_FIELD], None, fields[_COLA_LABEL_FIELD], spec.labels, task)
+                for line_no, fields in rows
+            ]
+    header, rows = read_table(path)
+    text = column_index(header, spec.text, path)
+    pair = column_index(header, spec.pair, path) if spec.pair else None
+    label = header.index(spec.label) if spec.label in header else None  # test files have no labels
+    return [
+        _example(
+            path, line_no, fields[text], None if pair is None else fields[pair],
+            None if label is None else fields[label], spec.labels, task,
+        )
+        for line_no, fields in rows
+    ]
+
+
+def _read_generic(
+    path: str | Path, text_column: str, pair_column: str | None, label_column: str | None, regression: bool
+) -> list[ClassificationExample]:
+    if file_kind(path) == "jsonl":
+        examples = []
+        for line_no, record in iter_jsonl(path):
+            values = []
+            for name in (text_column, pair_column, label_column):
+                if name is None:
+                    values.append(None)
+                elif name not in record:
+                    raise missing_field(path, line_no, [name], record)
+                elif name == label_column:
+                    values.append(_json_label(record[name], path, line_no, name))
+                else:
+                    values.append(as_text(record[name], path, line_no, name))
+            examples.append(_example(path, line_no, *values, None, "regression" if regression else None))
+        return examples
+    header, rows = read_table(path)
+    text = column_index(header, text_column, path)
+    pair = column_index(header, pair_column, path) if pair_column else None
+    label = column_index(header, label_column, path) if label_column else None
+    kind = "regression" if regression else None
+    return [
+        _example(
+            path, line_no, fields[text], None if pair is None else fields[pair],
+            None if label is None else fields[label], None, kind,
+        )
+        for line_no, fields in rows
+    ]
+
+
+def _json_label(value: Any, path: str | Path, line_no: int, name: str) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return as_text(value, path, line_no, name)
+
+
+def _example(
+    path: str | Path,
+    line_no: int,
+    text: str,
+    pair: str | None,
+    label: str | None,
+    labels: Sequence[str] | None,
+    task: str | None,
+) -> ClassificationExample:
+    """Build one example; `labels` None with task "regression"/"stsb" parses a float."""
+    source = f"{path}:{line_no}"
+    value: str | float | None = None
+    if label is not None:
+        label = label.strip()
+        if labels is None and task in ("regression", "stsb"):
+            try:
+                value = float(label)
+            except ValueError:
+                raise BertkitError(f"{source}: label {label!r} is not a number (a regression task)") from None
+            if not np.isfinite(value):
+                raise BertkitError(f"{source}: label {label!r} is not a finite number")
+        elif labels is not None and label not in labels:
+            raise BertkitError(f"{source}: label {label!r} is not one of {task}'s labels ({', '.join(labels)})")
+        elif not label:
+            raise BertkitError(f"{source}: empty label")
+        else:
+            value = label
+    return ClassificationExample(text, pair, value, source)
+
+
+# ---------------------------------------------------------------------------- label maps
+
+
+def build_label_map(examples: Sequence[ClassificationExample]) -> dict[str, int]:
+    """label -> id over the labels seen, sorted (numerically when all are integers)."""
+    names = {ex.label for ex in examples if ex.label is not None}
+    if any(not isinstance(name, str) for name in names):
+        raise BertkitError("build_label_map: regression examples have no label map")
+    return {name: i for i, name in enumerate(sort_labels(names))}
+
+
+def sort_labels(names) -> list[str]:
+    """Labels in a stable order: as integers when all parse as integers, else as strings."""
+    names = list(set(names))
+    try:
+        return sorted(names, key=lambda n: (int(n), n))
+    except ValueError:
+        return sorted(names)
+
+
+def check_labels(examples: Sequence[ClassificationExample], label_map: Mapping[str, int], origin: str) -> None:
+    """Every example's label must be in `label_map`; the error names the example's file:line
+    and `origin` (where the map came from, e.g. a checkpoint's config.json)."""
+    for ex in examples:
+        if ex.label is not None and ex.label not in label_map:
+            known = ", ".join(sorted(label_map, key=label_map.__getitem__))
+            raise BertkitError(f"{ex.source}: label {ex.label!r} is not in the label map of {origin} ({known})")
+
+
+def check_label_map(
+    checkpoint_label2id: Mapping[str, int] | None,
+    examples: Sequence[ClassificationExample],
+    origin: str,
+) -> dict[str, int] | None:
+    """The checkpoint's label map when it has real label names and covers the data's labels.
+
+    Returns None when the checkpoint has no label names (a backbone, or transformers'
+    LABEL_0.. placeholders): the caller builds the map from the data. Raises, naming the
+    first example whose label the checkpoint does not know, when they disagree.
+    """
+    if not checkpoint_label2id or any(isinstance(ex.label, float) for ex in examples):  # regression: no map
+        return None
+    if set(checkpoint_label2id) == {f"LABEL_{i}" for i in range(len(checkpoint_label2id))}:
+        return None
+    check_labels(examples, checkpoint_label2id, origin)
+    return dict(checkpoint_label2id)
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def encode(
+    examples: Sequence[ClassificationExample],
+    tokenizer,
+    max_seq_length: int,
+    label_map: Mapping[str, int] | None,
+    show_progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Tokenize into model inputs for `bertkit.data.collate`.
+
+    Each feature: input_ids, token_type_ids (T,) int32 — `[CLS] text [SEP] (pair [SEP])`,
+    the longer text trimmed first to fit max_seq_length — and `labels`: the class id
+    (int) via `label_map`, or the float target when `label_map` is None (regression).
+    Unlabelled examples get no `labels` key (all examples must agree).
+    """
+    if not examples:
+        raise BertkitError("encode: no examples")
+    labelled = {ex.label is not None for ex in examples}
+    if len(labelled) > 1:
+        first = next(ex for ex in examples if ex.label is None)
+        raise BertkitError(f"{first.source}: unlabelled example in a labelled set")
+    has_pairs = {ex.pair is not None for ex in examples}
+    if len(has_pairs) > 1:
+        first = next(ex for ex in examples if ex.pair is None)
+        raise BertkitError(f"{first.source}: missing text pair (the other examples have one)")
+    if label_map is not None:
+        check_labels(examples, label_map, "the label set")
+    from tqdm.auto import tqdm
+
+    features: list[dict[str, Any]] = []
+    starts = range(0, len(examples), ENCODE_BATCH)
+    for start in tqdm(starts, desc="encode", unit="batch", disable=not show_progress or None):
+        chunk = examples[start : start + ENCODE_BATCH]
+        pairs = [ex.pair for ex in chunk] if True in has_pairs else None
+        enc = tokenizer([ex.text for ex in chunk], pairs, truncation="longest_first", max_length=max_seq_length)
+        for ex, ids, types in zip(chunk, enc["input_ids"], enc["token_type_ids"], strict=True):
+            feature: dict[str, Any] = {
+                "input_ids": np.asarray(ids, dtype=np.int32),
+                "token_type_ids": np.asarray(types, dtype=np.int32),
+            }
+            if ex.label is not None:
+                if label_map is not None:
+                    feature["labels"] = label_map[ex.label]
+                elif isinstance(ex.label, float):
+                    feature["labels"] = ex.label
+                else:
+                    raise BertkitError(f"{ex.source}: label {ex.label!r} needs a label map (not a regression task)")
+            features.append(feature)
+    return features
+
+
+def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict:
+    """Pad features of `encode` into (B, T) int64 tensors (labels padded with -100) and
+    stack the per-example values: `bertkit.data.collate`."""
+    from bertkit.data.collate import collate as collate_rows
+
+    return collate_rows(features, pad_token_id, pad_to_multiple_of)

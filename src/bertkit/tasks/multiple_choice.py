@@ -1,0 +1,291 @@
+"""Multiple choice (SWAG, PIQA, CommonsenseQA): score each (context, choice) pair, pick one.
+
+Each choice is encoded as `[CLS] context [SEP] choice [SEP]` (the longer side trimmed
+first); `BertForMultipleChoice` turns each pair's [CLS] into one score and takes a
+softmax over the choices. A batch is (B, C, T): every example of a file must have the
+same number of choices C.
+
+Formats read by `read_examples`:
+- SWAG CSV (`.csv`/`.tsv` with a header): `sent1` is the context; choice i is
+  `sent2 + " " + ending{i}` (the ending continues sent2, as in BERT's run_swag);
+  `label` (absent in the test split) is the right ending's index.
+- JSONL, one question per line:
+  context  "context" / "question" / "goal" (PIQA) / "ctx" / "sent1"; when both a
+           "context" and a "question" are given they are joined;
+           CommonsenseQA's original layout {"question": {"stem", "choices"}} too;
+  choices  "choices" / "endings": a list of strings, {"label": [...], "text": [...]}
+           (CommonsenseQA as exported by HF datasets), or a list of {"label", "text"};
+           otherwise "sol1", "sol2", ... (PIQA) or "ending0", "ending1", ...;
+  label    "label" (index, or a choice label) or "answerKey" ("A".. via the choice
+           labels); PIQA keeps labels in a separate file, one index per line —
+           `labels_path`, found automatically as `<name>-labels.lst` beside `<name>.jsonl`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.tasks.records import as_text, column_index, file_kind, iter_jsonl, iter_lines, missing_field, read_table
+
+MODEL_CLASS_NAME = "BertForMultipleChoice"
+CONTEXT_FIELDS = ("context", "question", "goal", "ctx", "sent1")
+CHOICE_FIELDS = ("choices", "endings")
+NUMBERED_CHOICE_PREFIXES = ("sol", "ending")  # sol1, sol2 (PIQA, from 1); ending0.. (SWAG, from 0)
+ENCODE_BATCH = 1000  # (context, choice) pairs per tokenizer call
+
+
+@dataclass
+class MultipleChoiceExample:
+    """A context, its C choices, and the right choice's index (None: unlabelled)."""
+
+    context: str
+    choices: list[str]
+    label: int | None
+    path: str
+    line: int
+
+    @property
+    def source(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def model_class():
+    """The model this family trains (imported lazily: reading data never needs torch)."""
+    from bertkit.model import BertForMultipleChoice
+
+    return BertForMultipleChoice
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def read_examples(path: str | Path, labels_path: str | Path | None = None) -> list[MultipleChoiceExample]:
+    """Examples of a SWAG CSV or a multiple-choice JSONL file (see the module docstring).
+
+    Errors name the file and line: a malformed row, a missing field, a label that is
+    not one of the choices, a different number of choices than the first example, an
+    empty file, a labels file of another length.
+    """
+    if file_kind(path) == "jsonl":
+        examples = [_json_example(path, line_no, record) for line_no, record in iter_jsonl(path)]
+    else:
+        examples = _read_swag(path)
+    if not examples:
+        raise BertkitError(f"{path}: empty file (no examples)")
+    if labels_path is None:
+        sibling = Path(path).with_name(Path(path).name.split(".")[0] + "-labels.lst")
+        if all(ex.label is None for ex in examples) and sibling.is_file():
+            labels_path = sibling
+    if labels_path is not None:
+        _attach_labels(examples, labels_path)
+    width = len(examples[0].choices)
+    for ex in examples:
+        if len(ex.choices) != width:
+            raise BertkitError(
+                f"{ex.source}: {len(ex.choices)} choices, but {examples[0].source} has {width} "
+                "(every example of a file needs the same number)"
+            )
+        if ex.label is not None and not 0 <= ex.label < width:
+            raise BertkitError(f"{ex.source}: label {ex.label} is not a choice index (0..{width - 1})")
+    return examples
+
+
+def _read_swag(path: str | Path) -> list[MultipleChoiceExample]:
+    header, rows = read_table(path)
+    context = column_index(header, "sent1", path)
+    start = column_index(header, "sent2", path)
+    numbered = [(_numbered(name, "ending"), column) for column, name in enumerate(header)]
+    endings = [column for number, column in sorted(n for n in numbered if n[0] is not None)]
+    if not endings:
+        column_index(header, "ending0", path)  # raises: names the missing column
+    label = header.index("label") if "label" in header else None
+    examples = []
+    for line_no, fields in rows:
+        choices = [f"{fields[start]} {fields[column]}".strip() for column in endings]
+        value = None if label is None else _index_label(fields[label], path, line_no)
+        examples.append(MultipleChoiceExample(fields[context], choices, value, str(path), line_no))
+    return examples
+
+
+def _numbered(name: str, prefix: str) -> int | None:
+    """3 for "ending3" with prefix "ending"; None when `name` is not prefix + digits."""
+    rest = name[len(prefix):] if name.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def _json_example(path: str | Path, line_no: int, record: dict[str, Any]) -> MultipleChoiceExample:
+    question = record.get("question")
+    choice_labels: list[str] | None = None
+    if isinstance(question, dict):  # CommonsenseQA's original layout
+        if "stem" not in question:
+            raise missing_field(path, line_no, ["stem"], question)
+        context = as_text(question["stem"], path, line_no, "question.stem")
+        raw_choices = question.get("choices", record.get("choices"))
+    else:
+        present = [name for name in CONTEXT_FIELDS if name in record]
+        if not present:
+            raise missing_field(path, line_no, CONTEXT_FIELDS, record)
+        if "context" in present and "question" in present:
+            context = " ".join(as_text(record[n], path, line_no, n) for n in ("context", "question"))
+        else:
+            context = as_text(record[present[0]], path, line_no, present[0])
+        raw_choices = next((record[name] for name in CHOICE_FIELDS if name in record), None)
+    if raw_choices is None:
+        choices = _numbered_fields(record, path, line_no)
+    else:
+        choices, choice_labels = _parse_choices(raw_choices, path, line_no)
+    if "sent2" in record:  # SWAG as JSON: endings continue sent2
+        lead = as_text(record["sent2"], path, line_no, "sent2")
+        choices = [f"{lead} {choice}".strip() for choice in choices]
+    label = None
+    for name in ("label", "answerKey"):
+        if name in record and record[name] not in (None, ""):
+            label = _json_label(record[name], choice_labels, path, line_no, name)
+            break
+    return MultipleChoiceExample(context, choices, label, str(path), line_no)
+
+
+def _numbered_fields(record: Mapping[str, Any], path: str | Path, line_no: int) -> list[str]:
+    for prefix in NUMBERED_CHOICE_PREFIXES:
+        numbered = sorted((_numbered(name, prefix), name) for name in record if _numbered(name, prefix) is not None)
+        if numbered:
+            return [as_text(record[name], path, line_no, name) for _, name in numbered]
+    raise missing_field(path, line_no, [*CHOICE_FIELDS, "sol1", "ending0"], dict(record))
+
+
+def _parse_choices(raw: Any, path: str | Path, line_no: int) -> tuple[list[str], list[str] | None]:
+    """Choice texts and, when the file names them ("A".."E"), their labels."""
+    if isinstance(raw, dict) and "text" in raw:
+        texts = raw["text"]
+        labels = raw.get("label")
+        labels_ok = labels is None or (isinstance(labels, list) and len(labels) == len(texts))
+        if not isinstance(texts, list) or not labels_ok:
+            raise BertkitError(f"{path}:{line_no}: 'choices' needs a 'text' list and a 'label' list of the same length")
+        return [as_text(t, path, line_no, "choices.text") for t in texts], (
+            None if labels is None else [str(label) for label in labels])
+    if isinstance(raw, list) and all(isinstance(c, dict) for c in raw):
+        if not all("text" in c for c in raw):
+            raise BertkitError(f"{path}:{line_no}: every choice object needs a 'text' field")
+        labels = [str(c["label"]) for c in raw] if all("label" in c for c in raw) else None
+        return [as_text(c["text"], path, line_no, "choices.text") for c in raw], labels
+    if isinstance(raw, list):
+        return [as_text(c, path, line_no, "choices") for c in raw], None
+    raise BertkitError(f"{path}:{line_no}: 'choices' must be a list or {{'label': [...], 'text': [...]}}")
+
+
+def _json_label(value: Any, choice_labels: list[str] | None, path: str | Path, line_no: int, name: str) -> int:
+    if isinstance(value, str) and choice_labels is not None and value in choice_labels:
+        return choice_labels.index(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, str) and choice_labels is None and len(value) == 1 and value.isalpha() and value.isupper():
+        return ord(value) - ord("A")  # "A" -> 0 when the choices are not labelled
+    known = f" (the choices are {', '.join(choice_labels)})" if choice_labels else ""
+    raise BertkitError(f"{path}:{line_no}: {name} {value!r} is not one of the choices{known}")
+
+
+def _index_label(value: str, path: str | Path, line_no: int) -> int:
+    value = value.strip()
+    if not value.lstrip("-").isdigit():
+        raise BertkitError(f"{path}:{line_no}: label {value!r} is not a choice index")
+    return int(value)
+
+
+def _attach_labels(examples: list[MultipleChoiceExample], labels_path: str | Path) -> None:
+    """Labels from a file with one choice index per line (PIQA's valid-labels.lst)."""
+    labels = [(line_no, line.strip()) for line_no, line in iter_lines(labels_path) if line.strip()]
+    if len(labels) != len(examples):
+        raise BertkitError(
+            f"{labels_path}: {len(labels)} labels for {len(examples)} examples in {examples[0].path}"
+        )
+    for ex, (line_no, value) in zip(examples, labels, strict=True):
+        ex.label = _index_label(value, labels_path, line_no)
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def encode(
+    examples: Sequence[MultipleChoiceExample],
+    tokenizer,
+    max_seq_length: int,
+    label_map: Mapping[str, int] | None = None,
+    show_progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Tokenize every (context, choice) pair. `label_map` is unused (labels are choice
+    indices); it is accepted so every family's `encode` has one signature.
+
+    Each feature: input_ids, token_type_ids (C, L) int32 — the example's choices padded
+    with the pad id to its longest one, L <= max_seq_length — `lengths` (C,) int32 (real
+    tokens per choice) and `labels` (int) when labelled. Batch them with `collate`.
+    """
+    del label_map
+    if not examples:
+        raise BertkitError("encode: no examples")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    pairs = [(ex.context, choice) for ex in examples for choice in ex.choices]
+    from tqdm.auto import tqdm
+
+    ids: list[list[int]] = []
+    types: list[list[int]] = []
+    starts = range(0, len(pairs), ENCODE_BATCH)
+    for start in tqdm(starts, desc="encode", unit="batch", disable=not show_progress or None):
+        chunk = pairs[start : start + ENCODE_BATCH]
+        enc = tokenizer(
+            [a for a, _ in chunk], [b for _, b in chunk], truncation="longest_first", max_length=max_seq_length
+        )
+        ids += enc["input_ids"]
+        types += enc["token_type_ids"]
+    features = []
+    row = 0
+    for ex in examples:
+        count = len(ex.choices)
+        lengths = np.asarray([len(r) for r in ids[row : row + count]], dtype=np.int32)  # (C,)
+        input_ids = np.full((count, int(lengths.max())), pad_id, dtype=np.int32)  # (C, L)
+        token_type_ids = np.zeros_like(input_ids)
+        for c in range(count):
+            input_ids[c, : lengths[c]] = ids[row + c]
+            token_type_ids[c, : lengths[c]] = types[row + c]
+        feature: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": token_type_ids, "lengths": lengths}
+        if ex.label is not None:
+            feature["labels"] = ex.label
+        features.append(feature)
+        row += count
+    return features
+
+
+def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict:
+    """Batch features of `encode` into (B, C, T) input_ids / token_type_ids /
+    attention_mask int64 tensors (T = longest choice in the batch, rounded up) and (B,)
+    labels, through `bertkit.data.collate` on the B * C flattened choices."""
+    import torch
+
+    from bertkit.data.collate import collate as collate_rows
+
+    if not features:
+        raise ValueError("collate needs at least one example")
+    num_choices = {len(f["lengths"]) for f in features}
+    if len(num_choices) > 1:
+        raise BertkitError(f"a batch mixes examples with {sorted(num_choices)} choices; use one count per batch")
+    rows = [
+        {"input_ids": f["input_ids"][c, :n], "token_type_ids": f["token_type_ids"][c, :n]}
+        for f in features
+        for c, n in enumerate(f["lengths"])
+    ]
+    flat = collate_rows(rows, pad_token_id, pad_to_multiple_of)  # (B * C, T) each
+    count = num_choices.pop()
+    batch = {key: value.view(len(features), count, -1) for key, value in flat.items()}  # (B, C, T)
+    for key in features[0]:
+        if key not in ("input_ids", "token_type_ids", "lengths"):  # labels and other per-example values: (B,)
+            values = np.asarray([f[key] for f in features])
+            dtype = np.int64 if np.issubdtype(values.dtype, np.integer) else np.float32
+            batch[key] = torch.from_numpy(values.astype(dtype))
+    return batch

@@ -1,0 +1,136 @@
+"""Reading task files as records: TSV, CSV and JSONL rows with their line numbers.
+
+Shared by the task families so every one reports bad input the same way: one line
+naming the file and the line (`dev.tsv:17: expected 4 tab-separated fields ...`).
+Lines are decoded one at a time by bertkit.textio (UTF-8, a BOM on the first line
+dropped, CRLF accepted, `.gz` read transparently).
+
+- TSV (`.tsv`, `.txt`): fields split on tabs, no quoting — the GLUE convention, where
+  quotes are ordinary characters in the text.
+- CSV (`.csv`): Python's csv dialect (quoted fields may hold commas and newlines).
+- JSONL (`.jsonl`, `.json`): one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import BertkitError
+from bertkit.textio import is_jsonl, iter_stream_lines, open_binary
+
+
+def file_kind(path: str | Path) -> str:
+    """"jsonl", "csv" or "tsv" from the file name (`.gz` ignored); anything else is read as TSV."""
+    name = Path(path).name.removesuffix(".gz")
+    if is_jsonl(name):
+        return "jsonl"
+    return "csv" if name.endswith(".csv") else "tsv"
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line, newline stripped (any file kind; JSON not parsed)."""
+    with open_binary(path) as handle:
+        yield from iter_stream_lines(handle, str(path))
+
+
+def iter_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of every non-blank row of a TSV or CSV file.
+
+    For CSV the line number is where the row starts (a quoted field may span lines).
+    """
+    if file_kind(path) == "csv":
+        yield from _csv_rows(path)
+        return
+    for line_no, line in iter_lines(path):
+        if line.strip():
+            yield line_no, line.split("\t")
+
+
+def _csv_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
+    numbers: list[int] = []
+
+    def lines() -> Iterator[str]:
+        for line_no, line in iter_lines(path):
+            numbers.append(line_no)
+            yield line + "\n"
+
+    reader = csv.reader(lines(), strict=True)
+    start = 1
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise BertkitError(f"{path}:{numbers[-1] if numbers else 1}: malformed CSV ({exc})") from None
+        if any(field.strip() for field in fields):
+            yield start, fields
+        start = numbers[-1] + 1 if numbers else 1
+
+
+def read_table(path: str | Path, has_header: bool = True) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """(header, rows) of a TSV/CSV file; every row must have as many fields as the header
+    (or, without a header, as the first row). Raises on an empty file."""
+    rows = iter_rows(path)
+    first = next(rows, None)
+    if first is None:
+        raise BertkitError(f"{path}: empty file (no rows)")
+    header = [name.strip() for name in first[1]] if has_header else None
+    body = [] if has_header else [first]
+    width = len(first[1])
+    what = "comma" if file_kind(path) == "csv" else "tab"
+    for line_no, fields in rows:
+        if len(fields) != width:
+            reference = "the header" if has_header else f"line {first[0]}"
+            raise BertkitError(
+                f"{path}:{line_no}: expected {width} {what}-separated fields (as {reference}), found {len(fields)}"
+            )
+        body.append((line_no, fields))
+    return header, body
+
+
+def column_index(header: Sequence[str], name: str, path: str | Path) -> int:
+    """Position of column `name` in `header`; a typo gets the nearest name suggested."""
+    if name in header:
+        return list(header).index(name)
+    hint = difflib.get_close_matches(name, list(header), n=1)
+    suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+    raise BertkitError(f"{path}:1: no column {name!r}{suggestion}; the columns are {', '.join(map(repr, header))}")
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every non-blank line of a JSONL file."""
+    for line_no, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BertkitError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+        yield line_no, record
+
+
+def missing_field(path: str | Path, line_no: int, names: Sequence[str], record: dict[str, Any]) -> BertkitError:
+    """The error for a JSONL object that has none of `names` (suggesting a near key)."""
+    hint = difflib.get_close_matches(names[0], list(record), n=1)
+    suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+    wanted = " or ".join(repr(n) for n in names)
+    return BertkitError(
+        f"{path}:{line_no}: no field {wanted}{suggestion}; the object has {', '.join(map(repr, record)) or 'no fields'}"
+    )
+
+
+def as_text(value: Any, path: str | Path, line_no: int, name: str) -> str:
+    """A JSON value that must be a string (numbers are accepted and written out)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise BertkitError(f"{path}:{line_no}: field {name!r} must be text, got {type(value).__name__}")
