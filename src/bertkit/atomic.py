@@ -37,16 +37,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        os.chmod(tmp, _default_file_mode())  # mkstemp makes it owner-only; a normal file would not be
         yield Path(tmp)
+        # mkstemp makes it owner-only, and some writers (safetensors) recreate the file
+        # owner-only too; a normal file would have the umask's mode
+        os.chmod(tmp, default_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _default_file_mode() -> int:
-    """The mode `open()` would give a new file: 0o666 less the process umask."""
+def default_mode(directory: bool = False) -> int:
+    """The mode `open()` (or `mkdir`) would give a new file (folder): 0o666 (0o777) less the umask."""
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return (0o777 if directory else 0o666) & ~umask

@@ -106,15 +106,16 @@ def test_sigkill_then_resume_ends_bit_identical(data_dir, tmp_path):
         assert torch.equal(ref[key], resumed[key]), key
 
 
-def test_two_processes_match_one_process(data_dir, tmp_path):
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_two_processes_match_one_process(data_dir, tmp_path, parallel):
     common = ["--set", "max_steps=4", "--set", "log_steps=1", "--set", "save_steps=100", "--set", "eval_steps=100",
               "--set", "model.hidden_dropout_prob=0", "--set", "model.attention_probs_dropout_prob=0"]
     single = tmp_path / "single"
     assert main(pretrain_args(data_dir, single, *common)) == 0
     double = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",
-           "-m", "bertkit", *pretrain_args(data_dir, double, *common)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(29517 + (parallel == "fsdp")),
+           "-m", "bertkit", *pretrain_args(data_dir, double, *common, "--set", f"parallel={parallel}")]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     one = [r["loss"] for r in read_metrics(single) if "loss" in r]

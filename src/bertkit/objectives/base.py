@@ -90,13 +90,19 @@ class PretrainingObjective(TrainingProgram):
             starts = starts[:max_batches]
         stats: dict[str, float] = {}
         device = next(model.parameters()).device
-        for start in starts[ctx.rank::ctx.world_size]:
+        # every rank runs the same number of forwards (sharded models gather weights in each
+        # one); a rank with no batch left repeats its last and does not count it
+        rounds = -(-len(starts) // ctx.world_size)
+        for round_index in range(rounds):
+            position = round_index * ctx.world_size + ctx.rank
+            start = starts[min(position, len(starts) - 1)]
             indices = range(start, min(start + batch_size, len(self.eval_data)))
             batch = self.collate([self.masked_example(self.eval_data, i, EVAL_EPOCH, self.seed) for i in indices])
             batch = {k: v.to(device) for k, v in batch.items()}
             _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
-            for key, value in batch_stats.items():
-                stats[key] = stats.get(key, 0.0) + value
+            if position < len(starts):
+                for key, value in batch_stats.items():
+                    stats[key] = stats.get(key, 0.0) + value
         return self.summarize(all_reduce_sum(stats, ctx))
 
 

@@ -24,6 +24,8 @@ FAMILIES: dict[str, str] = {
     "tagging": "bertkit.tasks.tagging",
     "ner": "bertkit.tasks.tagging",
     "multiple_choice": "bertkit.tasks.multiple_choice",
+    "qa": "bertkit.tasks.qa",
+    "squad": "bertkit.tasks.qa",  # SQuAD v1.1 / v2.0 JSON: read_examples(path, version=...)
 }
 
 

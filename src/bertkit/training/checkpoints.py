@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from bertkit.atomic import atomic_path
+from bertkit.atomic import atomic_path, default_mode
 from bertkit.errors import BertkitError
 
 STATE_FILE = "training_state.pt"
@@ -55,6 +55,7 @@ def write_directory_atomic(target: Path, fill: Callable[[Path], None]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
     try:
+        os.chmod(tmp, default_mode(directory=True))  # mkdtemp makes it owner-only
         fill(tmp)
         _fsync_tree(tmp)
         if target.exists():
@@ -81,8 +82,9 @@ def _fsync_tree(directory: Path) -> None:
 def sweep_incomplete(output_dir: Path) -> None:
     """Remove temporary folders a killed run left behind (never a complete checkpoint)."""
     if output_dir.is_dir():
-        for path in output_dir.glob(".checkpoint-*.tmp"):
-            shutil.rmtree(path, ignore_errors=True)
+        for pattern in (".checkpoint-*.tmp", ".best.*.tmp"):
+            for path in output_dir.glob(pattern):
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:

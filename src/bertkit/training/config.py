@@ -54,6 +54,10 @@ class TrainingConfig:
     parallel: str = "ddp"  # ddp | fsdp (torch fully_shard), under torchrun
     tensorboard: bool = True  # event files when the `tensorboard` package is installed
     progress: bool = True
+    save_checkpoints: bool = True  # checkpoint-N folders (optimizer state, for --resume); final/ is always written
+    metric_for_best: str | None = None  # an evaluation metric (e.g. "accuracy"); set: keep the best model in best/
+    greater_is_better: bool | None = None  # None: True unless metric_for_best ends in "loss"
+    early_stopping_patience: int | None = None  # stop after this many evaluations without improvement
 
     def __post_init__(self) -> None:
         validate_types(self)
@@ -72,6 +76,17 @@ class TrainingConfig:
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("nonfinite", self.nonfinite, NONFINITE_POLICIES)
         check_choice("parallel", self.parallel, PARALLEL_MODES)
+        if self.early_stopping_patience is not None:
+            if self.early_stopping_patience <= 0:
+                raise ConfigError(f"field 'early_stopping_patience' must be positive, got {self.early_stopping_patience}")
+            if not self.metric_for_best:
+                raise ConfigError("field 'early_stopping_patience' needs 'metric_for_best' (the metric to watch)")
+
+    def best_is_greater(self) -> bool:
+        """Whether a larger `metric_for_best` is better (explicit, else: unless it is a loss)."""
+        if self.greater_is_better is not None:
+            return self.greater_is_better
+        return not (self.metric_for_best or "").endswith("loss")
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:

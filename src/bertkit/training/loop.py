@@ -10,10 +10,17 @@ global sample positions [s*G, (s+1)*G) of an endless stream in which epoch e is 
 permutation drawn from (seed, e). Dropout is seeded from (seed, step, micro-batch,
 rank). So resuming needs no replay, the number of data workers cannot change a batch,
 and a killed run resumed from its checkpoint ends with bit-identical weights.
+
+Best model and early stopping. With `metric_for_best` set, every evaluation is compared
+with the best so far; an improvement writes `best/` (the model in the HF layout plus
+`best_metrics.json`) atomically, and `early_stopping_patience` evaluations in a row
+without one stop the run cleanly (a last checkpoint and `final/` are still written).
+The best value travels in the checkpoints, so a resumed run compares against it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import threading
@@ -28,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import checkpoints as ckpt
 from bertkit.training.config import TrainingConfig
@@ -37,6 +45,8 @@ from bertkit.training.program import TrainingProgram
 from bertkit.training.reporting import MetricsLog
 
 FINAL_DIR = "final"
+BEST_DIR = "best"
+BEST_METRICS_FILE = "best_metrics.json"
 
 
 @dataclass
@@ -46,6 +56,10 @@ class TrainResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     tokens_per_second: float = 0.0
     skipped_steps: int = 0
+    best_dir: Path | None = None  # set when metric_for_best is and an evaluation ran
+    best_metric: float | None = None
+    best_step: int | None = None
+    stopped_early: bool = False
 
 
 class Trainer:
@@ -69,12 +83,15 @@ class Trainer:
             raise BertkitError("no training examples")
         self._permutations: dict[int, np.ndarray] = {}
         self.precision = _resolve_precision(config.precision, self.ctx.device)
+        # best value of metric_for_best so far, its step, and evaluations since it improved
+        self._best: dict[str, Any] = {"value": None, "step": None, "bad_evals": 0}
 
     # ---- data order ------------------------------------------------------------------
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch not in self._permutations:
             self._permutations = {e: p for e, p in self._permutations.items() if e >= epoch - 1}
-            self._permutations[epoch] = np.random.default_rng([self.config.seed, epoch]).permutation(self.num_examples)
+            permutation = np.random.default_rng([self.config.seed, epoch]).permutation(self.num_examples)
+            self._permutations[epoch] = self.program.epoch_order(permutation, epoch, self.global_batch)
         return self._permutations[epoch]
 
     def micro_batch_positions(self, step: int, micro: int) -> range:
@@ -125,10 +142,15 @@ class Trainer:
     def _full_state_dicts(self, model: nn.Module, optimizer) -> tuple[dict, dict | None]:
         """Model and optimizer state as full (unsharded) dicts; collective under FSDP."""
         if self.ctx.enabled and self.config.parallel == "fsdp":
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                get_model_state_dict,
+                get_optimizer_state_dict,
+            )
 
             options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-            model_state, optim_state = get_state_dict(model, optimizer, options=options)
+            model_state = get_model_state_dict(model, options=options)
+            optim_state = get_optimizer_state_dict(model, optimizer, options=options) if optimizer is not None else None
             return model_state, optim_state
         raw = _unwrap(model)
         return raw.state_dict(), optimizer.state_dict() if optimizer is not None else None
@@ -146,6 +168,7 @@ class Trainer:
                 "world_size": self.ctx.world_size,
                 "global_batch": self.global_batch,
                 "samples_seen": step * self.global_batch,
+                "best": dict(self._best),
             }
 
             def fill(tmp: Path) -> None:
@@ -174,7 +197,44 @@ class Trainer:
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
         ckpt.restore_rng_state(state["rng"])
+        if state.get("best"):
+            self._best = dict(state["best"])
         return int(state["step"])
+
+    # ---- best model and early stopping ---------------------------------------------------
+    def _track_best(self, model: nn.Module, step: int, metrics: dict[str, float]) -> bool:
+        """Compare `metrics` with the best so far (writing best/ when better); True if improved."""
+        cfg = self.config
+        if not cfg.metric_for_best:
+            return False
+        name = cfg.metric_for_best.removeprefix("eval_")
+        if name not in metrics:
+            reported = ", ".join(sorted(metrics)) or "nothing (is there held-out data?)"
+            raise ConfigError(f"field 'metric_for_best': the evaluation reports no {name!r}; it reports {reported}")
+        value, best = float(metrics[name]), self._best["value"]
+        improved = math.isfinite(value) and (best is None or (value > best if cfg.best_is_greater() else value < best))
+        if improved:
+            self._best.update(value=value, step=step, bad_evals=0)
+            self._save_best(model, step, name, metrics)
+        else:
+            self._best["bad_evals"] += 1
+        return improved
+
+    def _save_best(self, model: nn.Module, step: int, name: str, metrics: dict[str, float]) -> None:
+        model_state, _ = self._full_state_dicts(model, None)
+        if self.ctx.is_main:
+            summary = {"step": step, "metric_for_best": name, **{f"eval_{k}": v for k, v in metrics.items()}}
+
+            def fill(tmp: Path) -> None:
+                self.program.save_pretrained(_unwrap(model), tmp, state_dict=model_state)
+                write_text_atomic(tmp / BEST_METRICS_FILE, json.dumps(summary, indent=2) + "\n")
+
+            ckpt.write_directory_atomic(self.output_dir / BEST_DIR, fill)
+        barrier(self.ctx)
+
+    def _patience_exhausted(self) -> bool:
+        patience = self.config.early_stopping_patience
+        return patience is not None and self._best["bad_evals"] >= patience
 
     # ---- the loop --------------------------------------------------------------------
     def train(self, model: nn.Module, resume_from: Path | None = None) -> TrainResult:
@@ -198,6 +258,7 @@ class Trainer:
         skipped = 0
         last_saved = ckpt.latest_checkpoint(self.output_dir)
         step = start
+        stopped: int | None = None  # the step early stopping ended the run at
         try:
             for step, batches in enumerate(_prefetch(self._step_batches(start)), start=start):
                 batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in b.items()} for b in batches]
@@ -262,14 +323,23 @@ class Trainer:
                     metrics = self.evaluate(wrapped)
                     if log is not None and metrics:
                         log.log({"step": done, **{f"eval_{k}": v for k, v in metrics.items()}})
+                    improved = self._track_best(wrapped, done, metrics)
+                    self.program.on_evaluate(done, metrics, improved)
+                    if self._patience_exhausted() and done < cfg.max_steps:
+                        stopped = done
                     window_start = time.perf_counter()  # evaluation time is not training throughput
-                if done % cfg.save_steps == 0 and done < cfg.max_steps:
+                if done % cfg.save_steps == 0 and done < cfg.max_steps and cfg.save_checkpoints and stopped is None:
                     last_saved = self.save_checkpoint(wrapped, optimizer, scheduler, scaler, done)
                     window_start = time.perf_counter()
                 if bar is not None:
                     bar.update(1)
-            step = cfg.max_steps
-            if start < cfg.max_steps:
+                if stopped is not None:
+                    if bar is not None:
+                        bar.write(f"step {done}: early stopping: no better {cfg.metric_for_best} in "
+                                  f"{cfg.early_stopping_patience} evaluations (best at step {self._best['step']})")
+                    break
+            step = stopped if stopped is not None else cfg.max_steps
+            if start < step and cfg.save_checkpoints:
                 self.save_checkpoint(wrapped, optimizer, scheduler, scaler, step)
             final = self.output_dir / FINAL_DIR
             model_state, _ = self._full_state_dicts(wrapped, None)
@@ -283,7 +353,11 @@ class Trainer:
                 log.close()
         records = log.records if log is not None else []
         speed = total_tokens / total_time if total_time else 0.0
-        return TrainResult(step, final if ctx.is_main else None, records, speed, skipped)
+        has_best = ctx.is_main and self._best["step"] is not None
+        return TrainResult(step, final if ctx.is_main else None, records, speed, skipped,
+                           best_dir=self.output_dir / BEST_DIR if has_best else None,
+                           best_metric=self._best["value"], best_step=self._best["step"],
+                           stopped_early=stopped is not None)
 
     def _record(self, step: int, window: dict[str, float], lr: float, elapsed: float) -> dict[str, Any]:
         steps = window["steps"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,6 +36,12 @@ class TrainingProgram:
 
     def collate(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
+
+    def epoch_order(self, permutation: np.ndarray, epoch: int, global_batch: int) -> np.ndarray:
+        """The order of the training examples in `epoch`, given the loop's seeded random
+        permutation (N,) of them. The default keeps it; a program may regroup it (e.g. by
+        length) but must stay a pure function of its arguments, so resuming stays exact."""
+        return permutation
 
     @staticmethod
     def count_tokens(batch: dict[str, torch.Tensor]) -> int:
@@ -63,6 +70,10 @@ class TrainingProgram:
     def evaluate(self, model: nn.Module, ctx, batch_size: int, max_batches: int | None) -> dict[str, float]:
         """Metrics on the held-out data (every rank takes part; results are global)."""
         return {}
+
+    def on_evaluate(self, step: int, metrics: dict[str, float], improved: bool) -> None:
+        """Called on every rank after each evaluation; `improved`: `metrics` are the best so
+        far under the config's `metric_for_best` (and best/ now holds this model)."""
 
     def save_pretrained(self, model: nn.Module, directory: Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
         """Write `model` (or `state_dict` for it) and whatever else a checkpoint needs
