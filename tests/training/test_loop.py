@@ -190,3 +190,16 @@ def test_config_overrides_name_the_field():
         apply_overrides(TrainingConfig(), {"optimizer": "sgd"})
     with pytest.raises(ConfigError, match="key=value"):
         parse_set_arguments(["lr"])
+
+
+def test_bf16_autocast_trains_on_cpu_and_fp16_needs_a_gpu(tmp_path):
+    model, result = train(tmp_path / "bf16", precision="bf16", max_steps=8)
+    assert all(np.isfinite(r["loss"]) for r in result.records)
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
+    with pytest.raises(ConfigError, match="fp16 with loss scaling needs a GPU"):
+        train(tmp_path / "fp16", precision="fp16")
+
+
+def test_lamb_optimizer_trains(tmp_path):
+    _, result = train(tmp_path, optimizer="lamb", lr=0.02, max_steps=40)
+    assert result.records[-1]["loss"] < 0.5 * result.records[0]["loss"]
