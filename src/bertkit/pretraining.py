@@ -53,11 +53,13 @@ class PretrainConfig(TrainingConfig):
         return TrainingConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
 
 
-def build_config(values: dict[str, Any], overrides: dict[str, str]) -> PretrainConfig:
-    """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`."""
+def build_config(values: dict[str, Any], overrides: dict[str, str], source: str = "config") -> PretrainConfig:
+    """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`.
+
+    `source` names where `values` came from in error messages (e.g. the YAML file)."""
     model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
     plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
-    base = apply_overrides(PretrainConfig(data="?", output_dir="?"), values, source="config")
+    base = apply_overrides(PretrainConfig(data="?", output_dir="?"), values, source=source)
     config = apply_overrides(base, plain)
     if model_overrides:
         from bertkit.training.config import parse_value

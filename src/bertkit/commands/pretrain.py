@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_set_arguments(args.set)
     if args.resume:
         values.setdefault("data", "<saved>")  # the run's saved configuration supplies it
-    config = build_config(values, overrides)
+    config = build_config(values, overrides, source=args.config or "config")
     result = pretrain(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides)
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")

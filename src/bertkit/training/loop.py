@@ -361,12 +361,10 @@ class Trainer:
 
     def _record(self, step: int, window: dict[str, float], lr: float, elapsed: float) -> dict[str, Any]:
         steps = window["steps"]
-        record: dict[str, Any] = {"step": step, "loss": window["loss"] / steps, "lr": lr,
-                                  "grad_norm": window["grad_norm"] / steps,
-                                  "tok/s": window["tokens"] / elapsed if elapsed > 0 else 0.0}
-        record.update(self.program.summarize(window))
-        record["loss"] = window["loss"] / steps
-        return record
+        metrics = self.program.summarize(window)
+        metrics.pop("loss", None)  # the optimised loss below is the one to report
+        return {"step": step, "loss": window["loss"] / steps, "lr": lr, "grad_norm": window["grad_norm"] / steps,
+                "tok/s": window["tokens"] / elapsed if elapsed > 0 else 0.0, **metrics}
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         model.eval()
