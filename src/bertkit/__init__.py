@@ -28,6 +28,10 @@ _EXPORTS = {
     "Tokenizer": "bertkit.tokenization",
     "embed": "bertkit.features",
     "fill_mask": "bertkit.fill_mask",
+    "finetune": "bertkit.finetuning",
+    "FinetuneConfig": "bertkit.finetuning",
+    "predict": "bertkit.prediction",
+    "Predictor": "bertkit.prediction",
     "BertkitError": "bertkit.errors",
 }
 

@@ -21,6 +21,8 @@ COMMAND_MODULES = [
     "bertkit.commands.embed",
     "bertkit.commands.evaluate",
     "bertkit.commands.fill_mask",
+    "bertkit.commands.finetune",
+    "bertkit.commands.predict",
     "bertkit.commands.pretrain",
     "bertkit.commands.tokenizer",
 ]

@@ -1,4 +1,4 @@
-"""`bertkit evaluate TASK`: official scores of a predictions file against a gold dataset.
+"""`bertkit evaluate TASK`: official scores of predictions or of a fine-tuned model on gold data.
 
 Each task is one subcommand registered by a `_add_<task>` function listed in
 `EVALUATORS`; it prints ONE JSON object of metrics on stdout. `squad` scores a
@@ -31,8 +31,13 @@ def _add_squad(tasks) -> None:
     p = tasks.add_parser("squad", help="SQuAD v1.1 / v2.0 exact match and F1 (official evaluate-v1.1/v2.0 keys)",
                          description="Official SQuAD scoring of a predictions JSON {question id: answer text}.")
     p.add_argument("--data", required=True, metavar="FILE", help="official SQuAD dataset JSON (e.g. dev-v1.1.json)")
-    p.add_argument("--predictions", required=True, metavar="FILE",
-                   help='JSON object {question id: answer text}; "" means no answer (v2.0)')
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--predictions", metavar="FILE",
+                        help='JSON object {question id: answer text}; "" means no answer (v2.0)')
+    source.add_argument("--model", metavar="DIR", help="a fine-tuned QA model: answer the questions, then score "
+                                                      "(v2.0: with its saved no-answer threshold)")
+    p.add_argument("--batch-size", type=int, default=64, help="with --model")
+    p.add_argument("--no-progress", action="store_true", help="with --model: no progress bars")
     p.add_argument("--na-prob", metavar="FILE", help="v2.0: JSON {question id: no-answer probability}; "
                                                     "adds best_exact/best_f1 and their thresholds")
     p.add_argument("--na-prob-thresh", type=float, default=1.0, metavar="P",
@@ -42,13 +47,87 @@ def _add_squad(tasks) -> None:
     p.set_defaults(func=run_squad)
 
 
+def _add_model_options(p) -> None:
+    p.add_argument("--model", required=True, metavar="DIR", help="fine-tuned checkpoint (bertkit best/ or HF BertFor...)")
+    p.add_argument("--data", required=True, metavar="FILE", help="labelled file to score")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _add_glue(tasks) -> None:
+    p = tasks.add_parser("glue", help="a fine-tuned model on a GLUE file (the task's official metrics)",
+                         description="Score a fine-tuned model on a GLUE TSV (or task folder: its dev file).")
+    _add_model_options(p)
+    p.add_argument("--task", help="GLUE task (default: the one the model was fine-tuned on)")
+    p.set_defaults(func=run_model_evaluation, family="classification")
+
+
+def _add_classify(tasks) -> None:
+    p = tasks.add_parser("classify", help="a fine-tuned classifier on a CSV / TSV / JSONL file (accuracy, F1 ...)",
+                         description="Score a fine-tuned sequence classifier (or regressor) on a labelled table.")
+    _add_model_options(p)
+    p.add_argument("--text-column", help="default: as fine-tuned")
+    p.add_argument("--pair-column", help="default: as fine-tuned")
+    p.add_argument("--label-column", help="default: as fine-tuned")
+    p.set_defaults(func=run_model_evaluation, family="classification")
+
+
+def _add_ner(tasks) -> None:
+    p = tasks.add_parser("ner", help="a fine-tuned tagger on a CoNLL file (entity-level F1, seqeval semantics)",
+                         description="Score a fine-tuned token tagger on a CoNLL file.")
+    _add_model_options(p)
+    p.add_argument("--tag-column", type=int, help="column of the tag (default: as fine-tuned, usually the last)")
+    p.set_defaults(func=run_model_evaluation, family="tagging")
+
+
+def _add_multiple_choice(tasks) -> None:
+    p = tasks.add_parser("multiple-choice", help="a fine-tuned multiple-choice model (accuracy)",
+                         description="Score a fine-tuned multiple-choice model on SWAG CSV or JSONL.")
+    _add_model_options(p)
+    p.add_argument("--labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
+    p.set_defaults(func=run_model_evaluation, family="multiple_choice")
+
+
 # One entry per task: (subcommand name, function adding its subparser).
-EVALUATORS = [("squad", _add_squad)]
+EVALUATORS = [("squad", _add_squad), ("glue", _add_glue), ("classify", _add_classify), ("ner", _add_ner),
+              ("multiple-choice", _add_multiple_choice)]
+
+_FAMILY_COMMANDS = {"classification": "glue / classify", "tagging": "ner", "multiple_choice": "multiple-choice",
+                    "qa": "squad --model"}
+
+
+def run_model_evaluation(args: argparse.Namespace) -> int:
+    """glue / classify / ner / multiple-choice: load the model, score --data, print one JSON object."""
+    from bertkit.finetuning import glue_file
+    from bertkit.prediction import evaluate, load_finetuned
+
+    loaded = load_finetuned(args.model)
+    if loaded.spec.family != args.family:
+        raise BertkitError(f"{args.model}: a {loaded.spec.family.replace('_', ' ')} model; score it with "
+                           f"`bertkit evaluate {_FAMILY_COMMANDS[loaded.spec.family]}`")
+    overrides = {}
+    data = args.data
+    if args.evaluate_task == "glue":
+        task = args.task or loaded.spec.glue_task
+        if task is None:
+            raise BertkitError(f"{args.model}: the model records no GLUE task; give --task")
+        overrides["glue_task"] = task
+        data = glue_file(args.data, task, "dev")
+    for name in ("text_column", "pair_column", "label_column", "tag_column"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    result = evaluate(loaded, data, labels_path=getattr(args, "labels", None), batch_size=args.batch_size,
+                      max_seq_length=args.max_seq_length, progress=not args.no_progress, **overrides)
+    print(json.dumps(result))
+    return 0
 
 
 def run_squad(args: argparse.Namespace) -> int:
     from bertkit.evaluation.squad import evaluate_squad, read_na_probs, read_predictions, read_squad_dataset
 
+    if args.model:
+        return _run_squad_model(args)
     dataset = read_squad_dataset(args.data)
     predictions = read_predictions(args.predictions)
     na_probs = read_na_probs(args.na_prob) if args.na_prob else None
@@ -58,6 +137,23 @@ def run_squad(args: argparse.Namespace) -> int:
                            "(add --version 2 to score it as v2.0)")
     with _warnings_to_stderr():
         result = evaluate_squad(dataset, predictions, na_probs, version=version, na_prob_thresh=args.na_prob_thresh)
+    print(json.dumps(result))
+    return 0
+
+
+def _run_squad_model(args: argparse.Namespace) -> int:
+    from bertkit.prediction import evaluate, load_finetuned
+
+    if args.na_prob:
+        raise BertkitError("--na-prob goes with --predictions; with --model the model's own no-answer scores are used")
+    loaded = load_finetuned(args.model)
+    if loaded.spec.family != "qa":
+        raise BertkitError(f"{args.model}: a {loaded.spec.family.replace('_', ' ')} model; score it with "
+                           f"`bertkit evaluate {_FAMILY_COMMANDS[loaded.spec.family]}`")
+    overrides = {} if args.version == "auto" else {"squad_version": int(args.version)}
+    with _warnings_to_stderr():
+        result = evaluate(loaded, args.data, batch_size=args.batch_size, progress=not args.no_progress, **overrides)
+    result.pop("examples")  # the official script's keys only
     print(json.dumps(result))
     return 0
 

@@ -1,0 +1,162 @@
+"""`bertkit finetune TASK`: fine-tune a BERT checkpoint on a downstream task.
+
+  bertkit finetune glue --task mrpc --model DIR --data glue/MRPC --output-dir runs/mrpc
+  bertkit finetune classify --train train.csv --dev dev.csv --text-column review --model DIR --output-dir runs/cls
+  bertkit finetune ner --train eng.train --dev eng.testa --model DIR --output-dir runs/ner
+  bertkit finetune multiple-choice --train train.jsonl --dev dev.jsonl --model DIR --output-dir runs/mc
+  bertkit finetune squad --version 2 --train train-v2.0.json --dev dev-v2.0.json --model DIR --output-dir runs/squad
+
+Configuration: defaults (the paper's recipe), then `--config run.yaml`, then the flags,
+then `--set key=value` (any field of bertkit.finetuning.FinetuneConfig; `model.X` for
+BertConfig fields such as model.hidden_dropout_prob). See bertkit.finetuning for the
+run folder's contents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bertkit.errors import BertkitError
+
+# flag attribute -> FinetuneConfig field (flags left None keep the config's value)
+_COMMON_FIELDS = {
+    "model": "init_from", "output_dir": "output_dir", "epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
+    "max_seq_length": "max_seq_length", "seed": "seed", "warmup_ratio": "warmup_ratio",
+    "early_stopping": "early_stopping_patience", "train": "train", "dev": "dev",
+}
+_TASK_FIELDS = {
+    "glue": {"task": "glue_task"},
+    "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column"},
+    "ner": {"tag_column": "tag_column"},
+    "multiple-choice": {"train_labels": "train_labels", "dev_labels": "dev_labels"},
+    "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
+              "max_answer_length": "max_answer_length"},
+}
+_FAMILIES = {"glue": "classification", "classify": "classification", "ner": "tagging",
+             "multiple-choice": "multiple_choice", "squad": "qa"}
+SQUAD_MAX_SEQ_LENGTH = 384  # BERT's SQuAD setting (windows of 384 tokens, stride 128)
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("finetune", help="fine-tune BERT on GLUE, any classification table, NER, "
+                                   "multiple choice", description="Fine-tune a BERT checkpoint on a task; "
+                                   "writes best/ (HF layout), metrics, curves and report.md.")
+    tasks = parser.add_subparsers(dest="finetune_task", metavar="{glue,classify,ner,multiple-choice,squad}")
+    parser.set_defaults(func=lambda args: parser.print_help() or 2)
+
+    p = tasks.add_parser("glue", help="a GLUE task from its TSV folder (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, ...)")
+    p.add_argument("--task", required=True, help="GLUE task: cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
+    p.add_argument("--data", metavar="DIR", help="the task's folder (train.tsv, dev.tsv)")
+    _add_common(p, data_required=False)
+
+    p = tasks.add_parser("classify", help="sequence classification (or --regression) on any CSV / TSV / JSONL")
+    p.add_argument("--text-column", required=True, help="column (or JSONL field) holding the text")
+    p.add_argument("--pair-column", help="column holding the second text of a pair (optional)")
+    p.add_argument("--label-column", help="column holding the label (default: label)")
+    p.add_argument("--regression", action="store_true", help="numeric labels: one output, MSE loss")
+    _add_common(p)
+
+    p = tasks.add_parser("ner", help="token tagging from CoNLL files (IOB1 / IOB2 / IOBES)")
+    p.add_argument("--tag-column", type=int, help="which whitespace-separated column holds the tag (default: last)")
+    _add_common(p)
+
+    p = tasks.add_parser("multiple-choice", help="SWAG CSV or JSONL (PIQA, CommonsenseQA, ...)")
+    p.add_argument("--train-labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
+    p.add_argument("--dev-labels", metavar="FILE", help="the same for --dev")
+    _add_common(p)
+
+    p = tasks.add_parser("squad", help="extractive QA on SQuAD v1.1 / v2.0 JSON (max_seq_length 384 by default)")
+    p.add_argument("--version", type=int, choices=(1, 2), help="SQuAD version (default: from the training file)")
+    p.add_argument("--doc-stride", type=int, help="tokens shared by consecutive windows of a passage (default 128)")
+    p.add_argument("--max-query-length", type=int, help="questions are cut to this many tokens (default 64)")
+    p.add_argument("--max-answer-length", type=int, help="longest answer in tokens (default 30)")
+    _add_common(p)
+
+
+def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
+    p.add_argument("--train", metavar="FILE", required=data_required, help="training file")
+    p.add_argument("--dev", metavar="FILE", help="dev file: evaluated every epoch, picks best/")
+    p.add_argument("--model", required=True, metavar="DIR", help="BERT checkpoint to start from (bertkit or HF)")
+    p.add_argument("--output-dir", required=True, metavar="DIR", help="run folder")
+    p.add_argument("--epochs", type=int, help="training epochs (default 3)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default 3e-5)")
+    p.add_argument("--batch-size", type=int, help="sequences per optimizer step (default 32)")
+    p.add_argument("--max-seq-length", type=int, help="tokens per sequence, longer inputs are cut (default 128)")
+    p.add_argument("--seed", type=int, help="seed of the head's initialisation, data order and dropout (default 42)")
+    p.add_argument("--warmup-ratio", type=float, help="fraction of the steps spent warming up (default 0.1)")
+    p.add_argument("--early-stopping", type=int, metavar="N", help="stop after N evaluations without improvement")
+    p.add_argument("--grid", action="store_true",
+                   help="the paper's search: lr in {5e-5, 3e-5, 2e-5} x epochs in {2, 3, 4}; keeps the best dev run")
+    p.add_argument("--grid-lrs", metavar="LIST", help="learning rates of the grid, e.g. 5e-5,3e-5 (implies a grid)")
+    p.add_argument("--grid-epochs", metavar="LIST", help="epoch counts of the grid, e.g. 2,3 (implies a grid)")
+    p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set weight_decay=0 "
+                   "or --set model.hidden_dropout_prob=0.2 (repeatable)")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def _number_list(text: str | None, flag: str, kind) -> list | None:
+    if text is None:
+        return None
+    try:
+        values = [kind(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise BertkitError(f"{flag} {text!r}: expected comma-separated numbers") from None
+    if not values:
+        raise BertkitError(f"{flag}: empty list")
+    return values
+
+
+def config_values(args: argparse.Namespace) -> dict:
+    """Configuration fields from a YAML file and the flags of `args`."""
+    from bertkit.finetuning import PAPER_GRID_EPOCHS, PAPER_GRID_LRS, glue_file
+    from bertkit.training.config import read_yaml_config
+
+    values = read_yaml_config(args.config) if args.config else {}
+    values["family"] = _FAMILIES[args.finetune_task]
+    for attribute, name in {**_COMMON_FIELDS, **_TASK_FIELDS[args.finetune_task]}.items():
+        if getattr(args, attribute, None) is not None:
+            values[name] = getattr(args, attribute)
+    if getattr(args, "regression", False):
+        values["regression"] = True
+    if args.finetune_task == "squad":
+        values.setdefault("max_seq_length", SQUAD_MAX_SEQ_LENGTH)
+    if args.no_progress:
+        values["progress"] = False
+    lrs = _number_list(args.grid_lrs, "--grid-lrs", float)
+    epochs = _number_list(args.grid_epochs, "--grid-epochs", int)
+    if args.grid:
+        lrs, epochs = lrs or list(PAPER_GRID_LRS), epochs or list(PAPER_GRID_EPOCHS)
+    if lrs is not None:
+        values["grid_lrs"] = lrs
+    if epochs is not None:
+        values["grid_epochs"] = epochs
+    if args.finetune_task == "glue":
+        from bertkit.evaluation.metrics import glue_task_name
+
+        glue_task_name(args.task)  # a typo fails first, naming the tasks
+        if args.data is None and args.train is None:
+            raise BertkitError("finetune glue: give --data DIR (the task's folder) or --train FILE")
+        if args.data is not None:
+            for split in ("train", "dev"):
+                if split not in values:
+                    values[split] = glue_file(args.data, args.task, split)
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.finetuning import build_config, finetune
+    from bertkit.training.config import parse_set_arguments
+
+    config = build_config(config_values(args), parse_set_arguments(args.set))
+    result = finetune(config, overwrite=args.overwrite, notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
+    if result.best_dir is not None:
+        print(f"best model: {result.best_dir}  ({result.metric} {result.best_metric:.4f} at step {result.best_step}; "
+              f"report: {result.output_dir / 'report.md'})")
+    else:
+        print(f"final model: {result.output_dir / 'final'}  (no dev set, so no best model; "
+              f"report: {result.output_dir / 'report.md'})")
+    return 0

@@ -1,0 +1,594 @@
+"""A fine-tuning run: a task family's data + a BERT checkpoint + the shared loop.
+
+`finetune(config)` is what `bertkit finetune` calls. It reads and checks all the data
+before anything is written (a bad row, a label outside the label set or a checkpoint
+whose label map disagrees with the data fail in one line naming file and line), builds
+the task model from any bertkit or Hugging Face BERT checkpoint (a head that the
+checkpoint lacks, or whose labels differ, is initialised fresh and reported), trains
+with evaluation every epoch, keeps the best dev model in `best/` and writes the report.
+
+The recipe is the paper's (SPEC section 5): batch 32, lr 3e-5 (of 5e-5 / 3e-5 / 2e-5),
+3 epochs, linear warm-up over the first 10% of steps then linear decay, dropout 0.1
+(the checkpoint's config), weight decay 0.01, AdamW. An epoch is ceil(N / batch_size)
+steps of the loop's endless stream, so the last batch of an epoch is filled from the
+next epoch's permutation rather than being short. `grid_lrs` / `grid_epochs`
+(`--grid`) run the paper's search — every lr in {5e-5, 3e-5, 2e-5} with every epoch
+count in {2, 3, 4}, 9 runs, each with its own warm-up and decay — and keep the run
+with the best dev score; the others keep their reports and metrics but not weights.
+
+Run folder: `best/` (HF layout: config.json with id2label / label2id, model.safetensors,
+tokenizer files, bertkit_task.json, best_metrics.json), `final/` (the last step),
+`metrics.jsonl`, `loss.png`, `dev_<metric>.png`, `confusion_matrix.png`
+(classification), `report.md`, `run_config.json`; with a grid, `grid/<run>/` per run
+and `grid.jsonl`. Fine-tuning writes no `checkpoint-N` folders by default (runs are
+short; `--set save_checkpoints=true` keeps them), and there is no --resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.atomic import write_text_atomic
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, parse_value, to_json, validate_types
+
+RUN_CONFIG_FILE = "run_config.json"
+GRID_FILE = "grid.jsonl"
+PAPER_GRID_LRS = [5e-5, 3e-5, 2e-5]
+PAPER_GRID_EPOCHS = [2, 3, 4]
+FAMILY_CHOICES = ("classification", "tagging", "multiple_choice", "qa")
+MAX_CONFUSION_LABELS = 30
+_RUN_MARKERS = ("best", "final", "metrics.jsonl", "grid", "report.md")
+
+
+@dataclass
+class FinetuneConfig(TrainingConfig):
+    """A fine-tuning run: the loop's fields (with the paper's defaults) plus data and task.
+
+    `max_steps`, `warmup_steps`, `eval_steps` and `save_steps` left None are derived:
+    epochs x steps per epoch, `warmup_ratio` of that, and one epoch. `metric_for_best`
+    None is the task's headline metric. `model` holds BertConfig overrides
+    (`--set model.hidden_dropout_prob=0.2`)."""
+
+    # loop fields with fine-tuning defaults
+    max_steps: int | None = None
+    batch_size: int = 32
+    lr: float = 3e-5
+    warmup_steps: int | None = None
+    eval_steps: int | None = None
+    save_steps: int | None = None
+    save_total_limit: int = 1
+    save_checkpoints: bool = False
+    # task and data
+    family: str = "classification"
+    init_from: str = ""
+    output_dir: str = ""
+    train: str = ""
+    dev: str | None = None
+    glue_task: str | None = None
+    text_column: str | None = None
+    pair_column: str | None = None
+    label_column: str | None = "label"
+    regression: bool = False
+    tag_column: int = -1
+    train_labels: str | None = None  # multiple choice: labels in a separate file (PIQA)
+    dev_labels: str | None = None
+    squad_version: int | None = None  # QA: 1 or 2; None: from the training file
+    doc_stride: int = 128  # QA: tokens shared by consecutive windows of a long passage
+    max_query_length: int = 64  # QA: questions are cut to this many tokens
+    max_answer_length: int = 30  # QA: longest answer span in tokens
+    n_best_size: int = 20  # QA: candidate spans kept per question
+    # recipe
+    epochs: int = 3
+    warmup_ratio: float = 0.1
+    max_seq_length: int = 128
+    group_by_length: bool = True
+    eval_batch_size: int = 64
+    reinit_head: bool = False  # ignore the checkpoint's head and label map: always a fresh head
+    grid_lrs: list | None = None
+    grid_epochs: list | None = None
+    model: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_types(self)
+        check_choice("family", self.family, FAMILY_CHOICES)
+        for name in ("epochs", "max_seq_length", "eval_batch_size", "max_query_length", "max_answer_length",
+                     "n_best_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"field 'warmup_ratio' must be in [0, 1), got {self.warmup_ratio}")
+        if self.max_seq_length < 8:
+            raise ConfigError(f"field 'max_seq_length' must be at least 8, got {self.max_seq_length}")
+        for name, number in (("grid_lrs", float), ("grid_epochs", int)):
+            values = getattr(self, name)
+            if values is None:
+                continue
+            if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+                raise ConfigError(f"field {name!r} must be a non-empty list of positive numbers, got {values!r}")
+            if number is int and not all(float(v).is_integer() for v in values):
+                raise ConfigError(f"field {name!r} must list whole numbers of epochs, got {values!r}")
+        self.training_fields(steps_per_epoch=1, metric_for_best="task")  # the loop's own checks, naming the field
+
+    @property
+    def grid(self) -> list[tuple[float, int]]:
+        """(lr, epochs) of every run: one run without a grid."""
+        if self.grid_lrs is None and self.grid_epochs is None:
+            return [(self.lr, self.epochs)]
+        lrs = [float(v) for v in (self.grid_lrs or [self.lr])]
+        epochs = [int(v) for v in (self.grid_epochs or [self.epochs])]
+        return [(lr, e) for lr in lrs for e in epochs]
+
+    def total_steps(self, steps_per_epoch: int) -> int:
+        return self.max_steps or self.epochs * steps_per_epoch
+
+    def training_fields(self, steps_per_epoch: int, metric_for_best: str | None = None) -> TrainingConfig:
+        """The loop's configuration for a training set of `steps_per_epoch` batches."""
+        names = {f.name for f in dataclasses.fields(TrainingConfig)}
+        values = {k: v for k, v in dataclasses.asdict(self).items() if k in names}
+        total = self.total_steps(steps_per_epoch)
+        values.update(
+            max_steps=total,
+            warmup_steps=self.warmup_steps if self.warmup_steps is not None else round(self.warmup_ratio * total),
+            eval_steps=self.eval_steps or steps_per_epoch,
+            save_steps=self.save_steps or steps_per_epoch,
+        )
+        if self.metric_for_best is None and metric_for_best is not None:
+            values["metric_for_best"] = metric_for_best
+        try:
+            return TrainingConfig(**values)
+        except ConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def build_config(values: dict[str, Any], overrides: dict[str, str]) -> FinetuneConfig:
+    """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`."""
+    model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
+    plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
+    base = apply_overrides(FinetuneConfig(), values, source="config")
+    config = apply_overrides(base, plain)
+    if model_overrides:
+        parsed = {k: parse_value(v, Any) for k, v in model_overrides.items()}
+        config = dataclasses.replace(config, model={**config.model, **parsed})
+    for name, flag in (("init_from", "--model DIR"), ("output_dir", "--output-dir DIR"), ("train", "--train FILE")):
+        if not getattr(config, name):
+            raise ConfigError(f"field {name!r} is required ({flag})")
+    return config
+
+
+GLUE_DEV_FILES = {"mnli": "dev_matched.tsv", "mnli-mm": "dev_mismatched.tsv"}
+
+
+def glue_file(data: str | Path, task: str, split: str) -> str:
+    """The `split` ("train" / "dev") file of a GLUE task folder (or `data` itself if a file)."""
+    from bertkit.evaluation.metrics import glue_task_name
+
+    path = Path(data)
+    if path.is_file():
+        return str(path)
+    if not path.is_dir():
+        raise BertkitError(f"{path}: no such GLUE task directory or file")
+    name = "train.tsv" if split == "train" else GLUE_DEV_FILES.get(glue_task_name(task), "dev.tsv")
+    if not (path / name).is_file():
+        raise BertkitError(f"{path}: no {name} (expected the GLUE layout: train.tsv, dev.tsv)")
+    return str(path / name)
+
+
+# ---------------------------------------------------------------------------- preparation
+
+
+@dataclass
+class PreparedTask:
+    """Everything read and checked before a run writes anything."""
+
+    program_cls: type
+    spec: Any  # TaskSpec
+    tokenizer: Any
+    base_config: Any  # the checkpoint's BertConfig with `model` overrides
+    labels: list[str] | None
+    train: Any  # TaskData
+    dev: Any  # TaskData | None
+    keep_head: bool
+
+
+def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTask:
+    """Read, check and encode the data for `config` against its starting checkpoint."""
+    from bertkit.config import BertConfig
+    from bertkit.tasks.programs import TaskSpec, get_program
+    from bertkit.tokenization import Tokenizer
+
+    progress = config.progress if progress is None else progress
+    source = Path(config.init_from)
+    base = BertConfig.from_pretrained(source)
+    if config.model:
+        base = BertConfig.from_dict({**base.to_dict(), **config.model}, source="--set model.*")
+    if config.max_seq_length > base.max_position_embeddings:
+        raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
+                          f"max_position_embeddings ({base.max_position_embeddings}) in {source}/config.json")
+    tokenizer = Tokenizer.from_pretrained(source)
+    if tokenizer.vocab_size > base.vocab_size:
+        raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
+                           f"is {base.vocab_size}")
+    program_cls = get_program(config.family)
+    spec = TaskSpec(family=program_cls.family, glue_task=config.glue_task, text_column=config.text_column,
+                    pair_column=config.pair_column, label_column=config.label_column, regression=config.regression,
+                    tag_column=config.tag_column, max_seq_length=config.max_seq_length,
+                    squad_version=config.squad_version, doc_stride=config.doc_stride,
+                    max_query_length=config.max_query_length, max_answer_length=config.max_answer_length,
+                    n_best_size=config.n_best_size)
+    if spec.glue_task:
+        from bertkit.evaluation.metrics import REGRESSION_TASKS, glue_task_name
+
+        spec.glue_task = glue_task_name(spec.glue_task)
+        spec.regression = spec.glue_task in REGRESSION_TASKS
+    train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)
+    dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
+    spec = program_cls.fit_spec(spec, train_examples)
+    same_architecture = program_cls.model_class().__name__ in (base.extra.get("architectures") or [])
+    checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
+    try:
+        labels = program_cls.label_names(spec, train_examples, dev_examples or [], checkpoint_map,
+                                         f"{source}/config.json", config.train)
+    except BertkitError as exc:
+        if checkpoint_map is None:
+            raise
+        raise BertkitError(f"{exc}; to train a new head instead add --set reinit_head=true") from None
+    keep_head = same_architecture and not config.reinit_head and (
+        labels is None if spec.regression or program_cls.family in ("multiple_choice", "qa")
+        else checkpoint_map is not None)
+    if spec.regression and same_architecture and base.num_labels != 1:
+        keep_head = False
+    label2id = None if labels is None else {name: i for i, name in enumerate(labels)}
+    train = program_cls.encode(config.train, train_examples, tokenizer, spec, label2id, progress, training=True)
+    dev = program_cls.encode(config.dev, dev_examples, tokenizer, spec, label2id, progress) if dev_examples else None
+    if dev is not None:
+        program_cls.check_labelled(dev)
+    program_cls.check_labelled(train)
+    return PreparedTask(program_cls, spec, tokenizer, base, labels, train, dev, keep_head)
+
+
+def task_model_config(prepared: PreparedTask):
+    """The checkpoint's config with the task's label map (or regression's single output)."""
+    config = prepared.base_config
+    if prepared.spec.family == "qa":  # two outputs (start, end), no label names
+        config = dataclasses.replace(config, extra=dict(config.extra), id2label=None, label2id=None, problem_type=None)
+    elif prepared.spec.regression:
+        config = dataclasses.replace(config, extra=dict(config.extra), id2label={0: "LABEL_0"},
+                                     label2id={"LABEL_0": 0}, problem_type="regression")
+    elif prepared.labels is not None:
+        kind = "single_label_classification" if prepared.spec.family == "classification" else None
+        config = config.with_labels(prepared.labels, kind)
+    return config
+
+
+def load_task_model(model_cls, source: Path, config, keep_head: bool):
+    """`model_cls` on the checkpoint at `source`: (model, keys initialised fresh).
+
+    keep_head: the checkpoint's head fits (same class and label map) and is loaded too;
+    otherwise the backbone alone is loaded and the head (and a pooler the checkpoint
+    lacks) start from BERT's initialisation (seed torch first for a repeatable head).
+    """
+    if keep_head:
+        model = model_cls.from_pretrained(source, config=config)
+        return model, list(model.loading_info["missing_keys"])
+    from bertkit.model import BertModel
+
+    model = model_cls(config)
+    backbone = BertModel.from_pretrained(source)
+    own = model.bert.state_dict()
+    loaded = {k: v for k, v in backbone.state_dict().items() if k in own}
+    missing = model.bert.load_state_dict(loaded, strict=False).missing_keys
+    never_trained = set(backbone.loading_info["missing_keys"]) | set(missing)
+    fresh = [k for k in model.state_dict() if not k.startswith("bert.")]
+    fresh += [f"bert.{k}" for k in own if k in never_trained]
+    return model, sorted(fresh)
+
+
+# ---------------------------------------------------------------------------- runs
+
+
+@dataclass
+class RunOutcome:
+    """One training run of a (possibly grid) fine-tuning."""
+
+    lr: float
+    epochs: int
+    output_dir: Path
+    result: Any  # TrainResult
+    metric: str | None
+    steps_per_epoch: int
+    fresh_keys: list[str]
+    best_outputs: list | None
+    seconds: float
+
+
+@dataclass
+class FinetuneResult:
+    output_dir: Path
+    best_dir: Path | None
+    metric: str | None
+    best_metric: float | None
+    best_step: int | None
+    runs: list[RunOutcome]
+    fresh_keys: list[str]
+
+
+def finetune(config: FinetuneConfig, *, overwrite: bool = False,
+             notify: Callable[[str], None] | None = None) -> FinetuneResult:
+    """Run fine-tuning (one run, or the grid's runs); `notify` receives one-line notes
+    (e.g. which weights start fresh)."""
+    from bertkit.training.distributed import setup, teardown
+
+    output_dir = Path(config.output_dir)
+    found = [name for name in _RUN_MARKERS if (output_dir / name).exists()]
+    if found and not overwrite:
+        raise BertkitError(f"{output_dir}: already holds a fine-tuning run ({found[0]}); "
+                           "pass --overwrite to replace it or choose another --output-dir")
+    if len(config.grid) > 1 and not config.dev:
+        raise ConfigError("a grid search picks the run with the best dev score: give --dev FILE")
+    prepared = prepare(config)
+    ctx = setup()
+    try:
+        grid = config.grid
+        if len(grid) == 1:
+            run = _train_once(config, prepared, output_dir, ctx, notify)
+            if ctx.is_main:
+                write_run_report(output_dir, config, prepared, run)
+            return _result(output_dir, run, [run])
+        return _grid_search(config, prepared, output_dir, ctx, grid, notify)
+    finally:
+        teardown()
+
+
+def _result(output_dir: Path, winner: RunOutcome, runs: list[RunOutcome]) -> FinetuneResult:
+    best_dir = output_dir / "best" if (output_dir / "best").is_dir() and winner.result.best_step is not None else None
+    return FinetuneResult(output_dir, best_dir, winner.metric, winner.result.best_metric, winner.result.best_step,
+                          runs, winner.fresh_keys)
+
+
+def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path, ctx,
+                notify: Callable[[str], None] | None) -> RunOutcome:
+    import torch
+
+    from bertkit.training.loop import Trainer
+
+    torch.manual_seed(config.seed)  # the same fresh head on every rank and every run
+    model_cls = prepared.program_cls.model_class()
+    model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared), prepared.keep_head)
+    model.train()
+    if notify is not None and ctx.is_main:
+        notify(f"{model_cls.__name__} from {config.init_from}: "
+               + (f"initialised fresh: {', '.join(fresh)}" if fresh else "every weight loaded (head included)"))
+    id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
+    program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
+                                   id2label, group_by_length=config.group_by_length,
+                                   eval_batch_size=config.eval_batch_size, progress=config.progress)
+    steps_per_epoch = math.ceil(len(prepared.train.features) / config.batch_size)
+    metric = program.default_metric(prepared.spec) if prepared.dev is not None else None
+    training = config.training_fields(steps_per_epoch, metric)
+    trainer = Trainer(program, training, output_dir, ctx)
+    if ctx.is_main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+    started = time.perf_counter()
+    result = trainer.train(model)
+    return RunOutcome(config.lr, config.epochs, output_dir, result, training.metric_for_best, steps_per_epoch,
+                      fresh, program.best_outputs, time.perf_counter() - started)
+
+
+def _grid_search(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path, ctx, grid,
+                 notify: Callable[[str], None] | None) -> FinetuneResult:
+    """Every (lr, epochs) of the grid in its own folder; the best dev score wins best/."""
+    from bertkit.training import checkpoints as ckpt
+
+    runs: list[RunOutcome] = []
+    leader: RunOutcome | None = None
+    for lr, epochs in grid:
+        run_config = dataclasses.replace(config, lr=lr, epochs=epochs, grid_lrs=None, grid_epochs=None,
+                                         output_dir=str(output_dir / "grid" / f"lr{lr:g}_epochs{epochs}"))
+        if notify is not None and ctx.is_main:
+            notify(f"grid run {len(runs) + 1}/{len(grid)}: lr {lr:g}, {epochs} epochs")
+        run = _train_once(run_config, prepared, Path(run_config.output_dir), ctx, notify)
+        runs.append(run)
+        if ctx.is_main:
+            write_run_report(run.output_dir, run_config, prepared, run)
+            shutil.rmtree(run.output_dir / "final", ignore_errors=True)  # the winner's best/ is what is kept
+        greater = training_greater(run_config, run.metric)
+        if run.result.best_metric is not None and (
+            leader is None or leader.result.best_metric is None
+            or (run.result.best_metric > leader.result.best_metric if greater
+                else run.result.best_metric < leader.result.best_metric)
+        ):
+            if leader is not None and ctx.is_main:
+                shutil.rmtree(leader.output_dir / "best", ignore_errors=True)
+            leader = run
+        elif ctx.is_main:
+            shutil.rmtree(run.output_dir / "best", ignore_errors=True)
+    winner = leader or runs[0]
+    if ctx.is_main:
+        source = winner.output_dir / "best"
+        if source.is_dir():
+            ckpt.write_directory_atomic(output_dir / "best",
+                                        lambda tmp: shutil.copytree(source, tmp, dirs_exist_ok=True))
+            shutil.rmtree(source, ignore_errors=True)
+        lines = [json.dumps({"lr": r.lr, "epochs": r.epochs, "metric": r.metric, "best": r.result.best_metric,
+                             "best_step": r.result.best_step, "dir": str(r.output_dir), "seconds": round(r.seconds, 1)})
+                 + "\n" for r in runs]
+        write_text_atomic(output_dir / GRID_FILE, "".join(lines))
+        write_grid_report(output_dir, config, prepared, runs, winner)
+    return _result(output_dir, winner, runs)
+
+
+def training_greater(config: FinetuneConfig, metric: str | None) -> bool:
+    if config.greater_is_better is not None:
+        return config.greater_is_better
+    return not (metric or "").endswith("loss")
+
+
+# ---------------------------------------------------------------------------- reports
+
+
+def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -> dict[str, Any]:
+    spec, mc = prepared.spec, prepared.base_config
+    task = spec.glue_task or {"classification": "regression" if spec.regression else "classification",
+                              "tagging": f"tagging ({spec.scheme})", "multiple_choice": "multiple choice",
+                              "qa": f"SQuAD v{'2.0' if spec.squad_version == 2 else '1.1'} (doc_stride "
+                                    f"{spec.doc_stride}, max_query_length {spec.max_query_length})"}[spec.family]
+    dropout = mc.classifier_dropout if mc.classifier_dropout is not None else mc.hidden_dropout_prob
+    total = config.total_steps(run.steps_per_epoch)
+    warmup = config.warmup_steps if config.warmup_steps is not None else round(config.warmup_ratio * total)
+    return {
+        "task": task,
+        "model": f"{config.init_from} ({mc.num_hidden_layers} layers, hidden {mc.hidden_size})",
+        "initialised fresh": ", ".join(run.fresh_keys) or "nothing (the checkpoint's head was kept)",
+        "labels": ", ".join(prepared.labels) if prepared.labels else "none",
+        "train": f"{config.train}: {len(prepared.train.examples)} examples, {len(prepared.train.features)} sequences",
+        "dev": f"{config.dev}: {len(prepared.dev.examples)} examples" if prepared.dev is not None else "none",
+        "epochs x steps per epoch": f"{run.epochs} x {run.steps_per_epoch} (ran {run.result.step} steps"
+                                    + (", stopped early)" if run.result.stopped_early else ")"),
+        "batch size, max_seq_length": f"{config.batch_size}, {config.max_seq_length}",
+        "lr (peak), warm-up, decay": f"{run.lr:g}, {warmup} steps, linear to 0",
+        "weight decay, dropout": f"{config.weight_decay:g}, {dropout:g}",
+        "training order": "length-grouped random (chunks of 50 batches sorted by length)"
+                          if config.group_by_length else "random permutation per epoch",
+        "early stopping": f"after {config.early_stopping_patience} evaluations without improvement"
+                          if config.early_stopping_patience else "off",
+        "seed": config.seed,
+        "wall time (s)": round(run.seconds, 1),
+    }
+
+
+def _epoch_table(run: RunOutcome) -> str:
+    evals = [r for r in run.result.records if any(k.startswith("eval_") for k in r)]
+    if not evals:
+        return "no evaluation (no dev set)"
+    keys = [k for k in evals[-1] if k.startswith("eval_")]
+    lines = ["| epoch | step | " + " | ".join(k.removeprefix("eval_") for k in keys) + " |",
+             "|---" * (len(keys) + 2) + "|"]
+    for record in evals:
+        epoch = record["step"] / run.steps_per_epoch
+        mark = " **best**" if record["step"] == run.result.best_step else ""
+        values = " | ".join(f"{record[k]:.4f}" if isinstance(record.get(k), float) else str(record.get(k, ""))
+                            for k in keys)
+        lines.append(f"| {epoch:.3g}{mark} | {record['step']} | {values} |")
+    return "\n".join(lines)
+
+
+def write_run_report(output_dir: Path, config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -> Path:
+    from bertkit.training.reporting import plot_curves, write_report
+
+    metric = run.metric or "accuracy"
+    plots = plot_curves(run.result.records, output_dir, [("Loss", ["loss", "eval_loss"]),
+                                                         (f"Dev {metric}", [f"eval_{metric}"])])
+    matrix = confusion_matrix_plot(prepared, run.best_outputs, output_dir)
+    if matrix is not None:
+        plots.append(matrix)
+    write_qa_predictions(prepared, run.best_outputs, output_dir)
+    return write_report(output_dir, f"Fine-tuning run: {output_dir.name}", _sections(config, prepared, run), plots)
+
+
+def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -> list[tuple[str, Any]]:
+    best: dict[str, Any] | str = "no dev set: no best model (use final/)"
+    if run.result.best_step is not None:
+        best = {"metric for best": run.metric, "best value": run.result.best_metric, "step": run.result.best_step,
+                "epoch": round(run.result.best_step / run.steps_per_epoch, 3), "model": "best/"}
+    return [
+        ("Run", _describe_run(config, prepared, run)),
+        ("Best dev model", best),
+        ("Dev metrics per evaluation", _epoch_table(run)),
+        ("Files", "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
+                  "bertkit_task.json, best_metrics.json), `final/` (last step), `metrics.jsonl`, "
+                  f"`{RUN_CONFIG_FILE}`"),
+    ]
+
+
+def write_grid_report(output_dir: Path, config: FinetuneConfig, prepared: PreparedTask, runs: list[RunOutcome],
+                      winner: RunOutcome) -> Path:
+    from bertkit.plots import new_figure, save_png
+    from bertkit.training.reporting import series, write_report
+
+    metric = winner.metric or "accuracy"
+    rows = ["| lr | epochs | best " + metric + " | at step | report |", "|---|---|---|---|---|"]
+    for r in runs:
+        value = "-" if r.result.best_metric is None else f"{r.result.best_metric:.4f}"
+        mark = " **winner**" if r is winner else ""
+        rows.append(f"| {r.lr:g} | {r.epochs}{mark} | {value} | {r.result.best_step} | "
+                    f"[report]({r.output_dir.relative_to(output_dir)}/report.md) |")
+    fig = new_figure(6, 4, dpi=110)
+    ax = fig.subplots()
+    for r in runs:
+        steps, values = series(r.result.records, f"eval_{metric}")
+        if steps:
+            ax.plot([s / r.steps_per_epoch for s in steps], values, marker="o", markersize=3,
+                    label=f"lr {r.lr:g}, {r.epochs} ep")
+    ax.set_xlabel("epoch")
+    ax.set_title(f"Dev {metric} per grid run")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    plots = [save_png(fig, output_dir / f"dev_{metric}.png")]
+    matrix = confusion_matrix_plot(prepared, winner.best_outputs, output_dir)
+    if matrix is not None:
+        plots.append(matrix)
+    write_qa_predictions(prepared, winner.best_outputs, output_dir)
+    sections = [("Grid search", "\n".join(rows)), *_sections(config, prepared, winner)]
+    sections[1] = ("Winner's run", _describe_run(config, prepared, winner))
+    return write_report(output_dir, f"Fine-tuning grid search: {output_dir.name}", sections, plots)
+
+
+def write_qa_predictions(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> None:
+    """QA: the best model's dev answers as `dev_predictions.json` ({id: answer}, "" = no
+    answer at the threshold chosen on dev) and, for v2.0, `dev_na_probs.json` (sigmoid
+    of the null-score difference: monotone, so the official threshold sweep is unchanged)
+    — the inputs of `bertkit evaluate squad --predictions ... --na-prob ...`."""
+    if outputs is None or prepared.dev is None or prepared.spec.family != "qa":
+        return
+    from bertkit.tasks.programs import qa_answers, qa_metrics
+
+    _, threshold = qa_metrics(prepared.spec, prepared.dev, outputs)
+    answers = qa_answers(prepared.spec, prepared.dev, outputs, null_threshold=threshold)
+    write_text_atomic(output_dir / "dev_predictions.json", json.dumps(answers.predictions, ensure_ascii=False) + "\n")
+    if answers.null_diffs is not None:
+        probabilities = {qid: 1.0 / (1.0 + math.exp(-min(max(diff, -700.0), 700.0)))
+                         for qid, diff in answers.null_diffs.items()}
+        write_text_atomic(output_dir / "dev_na_probs.json", json.dumps(probabilities) + "\n")
+
+
+def confusion_matrix_plot(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> Path | None:
+    """confusion_matrix.png of the best model's dev predictions (classification only)."""
+    if (outputs is None or prepared.dev is None or prepared.spec.family != "classification"
+            or prepared.spec.regression or not prepared.labels or len(prepared.labels) > MAX_CONFUSION_LABELS):
+        return None
+    from bertkit.plots import new_figure, save_png
+
+    count = len(prepared.labels)
+    predicted = np.stack(outputs).argmax(-1)
+    gold = np.asarray([f["labels"] for f in prepared.dev.features], dtype=np.int64)
+    matrix = np.zeros((count, count), dtype=np.int64)  # rows: gold, columns: predicted
+    np.add.at(matrix, (gold, predicted), 1)
+    size = max(3.5, 0.6 * count + 2)
+    fig = new_figure(size, size, dpi=110)
+    ax = fig.subplots()
+    ax.imshow(matrix, cmap="Blues")
+    ax.set_xticks(range(count), prepared.labels, rotation=45, ha="right")
+    ax.set_yticks(range(count), prepared.labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    ax.set_title("Dev confusion matrix (best model)", fontsize=10)
+    threshold = matrix.max() / 2 if matrix.size else 0
+    for i in range(count):
+        for j in range(count):
+            ax.text(j, i, str(matrix[i, j]), ha="center", va="center",
+                    color="white" if matrix[i, j] > threshold else "black")
+    fig.tight_layout()
+    return save_png(fig, output_dir / "confusion_matrix.png")

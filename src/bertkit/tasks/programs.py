@@ -1,0 +1,654 @@
+"""Fine-tuning programs: one `TrainingProgram` per task family, for the shared loop.
+
+A program holds the encoded training features and the dev set of one task family
+(bertkit.tasks.classification / tagging / multiple_choice / qa) and tells the loop how to
+batch them, what the loss is and how to score the dev set with the official metrics.
+The same pieces serve `bertkit evaluate` and `bertkit predict`, so a model is scored
+and used exactly as it was trained.
+
+- Loss. The models return mean losses over their labelled items (sequences, tagged
+  first sub-tokens, questions); a micro-batch's mean times its item count over the
+  global count is its share of the global mean (see bertkit.training.program), so a
+  step's gradient does not depend on accumulation or the number of processes.
+- Training order. `group_by_length=True` (the default) groups by length as Hugging
+  Face's `group_by_length`: the loop's seeded random permutation of an epoch is cut into
+  chunks of 50 global batches and each chunk is sorted longest first, so a batch holds
+  sequences of similar length and little padding while the chunks stay random.
+  `group_by_length=False` keeps the plain random permutation (the paper's recipe).
+  Either way batches are padded only to their longest member (multiple of 8).
+- Evaluation. The whole dev set runs on every rank (dev sets are small, and under FSDP
+  every rank must run every forward anyway), sorted by length and batched, so every
+  rank computes the same metrics without gathering predictions. `eval_batches` does
+  not apply: official metrics need every example.
+- Checkpoints. `save_pretrained` writes the model in the HF layout (config.json with the
+  label map id2label / label2id), the tokenizer, and `bertkit_task.json` (`TaskSpec`:
+  how to read and encode data for this model, e.g. the GLUE task, the tagging scheme,
+  or SQuAD's window settings and the v2.0 no-answer threshold chosen on dev).
+- SQuAD. Every evaluation post-processes the dev windows into answers
+  (bertkit.tasks.qa.postprocess) and scores them with the official definitions; for
+  v2.0 it first picks the null-score-difference threshold that maximizes dev F1 (the
+  official best-threshold sweep), reports exact / f1 at that threshold (plus the
+  official HasAns / NoAns / best_* keys), and a checkpoint written after that
+  evaluation carries the threshold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertkit.atomic import write_text_atomic
+from bertkit.errors import BertkitError
+from bertkit.training.program import TrainingProgram
+
+TASK_FILE = "bertkit_task.json"
+LENGTH_GROUP_BATCHES = 50  # global batches per length-sorted chunk (Hugging Face's mega-batch)
+ARCHITECTURE_FAMILIES = {
+    "BertForSequenceClassification": "classification",
+    "BertForTokenClassification": "tagging",
+    "BertForMultipleChoice": "multiple_choice",
+    "BertForQuestionAnswering": "qa",
+}
+
+
+# ---------------------------------------------------------------------------- task spec
+
+
+@dataclass
+class TaskSpec:
+    """How a fine-tuned model reads and encodes data; saved as `bertkit_task.json`.
+
+    family: "classification" | "tagging" | "multiple_choice". Classification: glue_task
+    (a GLUE task name) or the text / pair / label columns of a CSV/TSV/JSONL file, and
+    `regression`; `has_pairs`: inputs are text pairs. Tagging: `scheme` of the training
+    file (IOB1 / IOB2 / IOBES; predictions are written in it) and `tag_column`. QA:
+    `squad_version` (1 or 2), the window settings, the answer-length and n-best limits,
+    and `null_threshold` (v2.0: answer when null score - best span score <= it).
+    """
+
+    family: str
+    glue_task: str | None = None
+    text_column: str | None = None
+    pair_column: str | None = None
+    label_column: str | None = "label"
+    regression: bool = False
+    has_pairs: bool = False
+    scheme: str | None = None
+    tag_column: int = -1
+    max_seq_length: int = 128
+    squad_version: int | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    null_threshold: float = 0.0
+
+    def save(self, directory: Path) -> None:
+        write_text_atomic(Path(directory) / TASK_FILE, json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | Path, config) -> "TaskSpec":
+        """The spec saved with a checkpoint, or one inferred from config.json's architecture
+        (a model fine-tuned elsewhere, e.g. with transformers)."""
+        path = Path(directory) / TASK_FILE
+        if path.is_file():
+            try:
+                values = json.loads(path.read_text(encoding="utf-8"))
+                known = {f.name for f in dataclasses.fields(cls)}
+                return cls(**{k: v for k, v in values.items() if k in known})
+            except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
+                raise BertkitError(f"{path}: not a valid task description ({exc})") from None
+        architectures = config.extra.get("architectures") or []
+        family = next((ARCHITECTURE_FAMILIES[a] for a in architectures if a in ARCHITECTURE_FAMILIES), None)
+        if family is None:
+            shown = ", ".join(architectures) or "none"
+            raise BertkitError(
+                f"{directory}: not a fine-tuned model (config.json architectures: {shown}); expected one of "
+                f"{', '.join(ARCHITECTURE_FAMILIES)} — fine-tune it first with `bertkit finetune`"
+            )
+        regression = family == "classification" and (config.problem_type == "regression" or config.num_labels == 1)
+        max_length = min(384 if family == "qa" else 512, config.max_position_embeddings)
+        return cls(family=family, regression=regression, scheme="IOB2" if family == "tagging" else None,
+                   text_column="text", max_seq_length=max_length)
+
+
+# ---------------------------------------------------------------------------- data
+
+
+@dataclass
+class TaskData:
+    """Examples of one file and their encoded features (feature k -> example via the family)."""
+
+    path: str
+    examples: list
+    features: list[dict[str, Any]]
+    scheme: str | None = None  # tagging: the file's own scheme (gold tags and output use it)
+
+
+def feature_length(feature: dict[str, Any]) -> int:
+    """Tokens per sequence of a feature (the longest choice's for multiple choice)."""
+    return int(np.shape(feature["input_ids"])[-1])
+
+
+def run_features(
+    model: nn.Module,
+    features: Sequence[dict[str, Any]],
+    collate: Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]],
+    batch_size: int,
+    progress: bool = False,
+    desc: str = "eval",
+) -> list[np.ndarray]:
+    """Logits of every feature, in input order, running batches sorted by length.
+
+    Returns per feature: (K,) for sequence classification, (T_i, K) for tagging and
+    (T_i, 2) start / end logits for QA (its own length, padding cut), (C,) for multiple
+    choice; float32. Call under no_grad / inference_mode; the model's mode (eval) is the
+    caller's business.
+    """
+    from tqdm.auto import tqdm
+
+    order = np.argsort([feature_length(f) for f in features], kind="stable")[::-1]  # longest first
+    device = next(model.parameters()).device
+    outputs: list[np.ndarray | None] = [None] * len(features)
+    starts = range(0, len(order), batch_size)
+    for start in tqdm(starts, desc=desc, unit="batch", leave=False, disable=not progress or None):
+        rows = order[start : start + batch_size]
+        batch = collate([features[i] for i in rows])
+        out = model(batch["input_ids"].to(device), batch["token_type_ids"].to(device), batch["attention_mask"].to(device))
+        if getattr(out, "start_logits", None) is not None:  # QA: (B, T, 2)
+            logits = torch.stack([out.start_logits, out.end_logits], dim=-1).float().cpu().numpy()
+        else:
+            logits = out.logits.float().cpu().numpy()
+        for row, index in enumerate(rows):
+            value = logits[row]
+            if logits.ndim == 3:  # per token: (T, K), cut to the feature's own length
+                value = value[: feature_length(features[index])]
+            outputs[index] = value
+    return outputs  # type: ignore[return-value]
+
+
+def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean cross-entropy of logits (N, K) against class ids (N,), in float64."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return float(-log_probs[np.arange(len(labels)), labels].mean())
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.asarray(logits, dtype=np.float64) - np.max(logits, axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------- base program
+
+
+class TaskProgram(TrainingProgram):
+    """What every family shares; subclasses give the family module, counts and metrics."""
+
+    family = ""
+    progress_keys = ("accuracy",)
+
+    def __init__(self, model: nn.Module, tokenizer, spec: TaskSpec, train_features: list[dict[str, Any]],
+                 dev: TaskData | None, id2label: dict[int, str] | None, *, group_by_length: bool = True,
+                 eval_batch_size: int = 64, progress: bool = True):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.train_features = train_features
+        self.dev = dev
+        self.id2label = id2label
+        self.group_by_length = group_by_length
+        self.eval_batch_size = eval_batch_size
+        self.progress = progress
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._train_lengths = np.asarray([feature_length(f) for f in train_features])
+        self.last_outputs: list[np.ndarray] | None = None
+        self.best_outputs: list[np.ndarray] | None = None
+
+    # ---- the family's module ------------------------------------------------------------
+    @classmethod
+    def module(cls):
+        from bertkit.tasks import get_family
+
+        return get_family(cls.family)
+
+    @classmethod
+    def model_class(cls):
+        return cls.module().model_class()
+
+    @classmethod
+    def default_metric(cls, spec: TaskSpec) -> str:
+        return "accuracy"
+
+    # ---- data ---------------------------------------------------------------------------
+    def num_train_examples(self) -> int:
+        return len(self.train_features)
+
+    def train_example(self, index: int, epoch: int) -> dict[str, Any]:
+        return self.train_features[index]
+
+    def collate(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        return self.module().collate(examples, self.pad_id)
+
+    def epoch_order(self, permutation: np.ndarray, epoch: int, global_batch: int) -> np.ndarray:
+        if not self.group_by_length:
+            return permutation
+        chunk = LENGTH_GROUP_BATCHES * global_batch
+        pieces = []
+        for start in range(0, len(permutation), chunk):
+            part = permutation[start : start + chunk]
+            pieces.append(part[np.argsort(-self._train_lengths[part], kind="stable")])  # longest first
+        return np.concatenate(pieces)
+
+    # ---- loss ---------------------------------------------------------------------------
+    @staticmethod
+    def item_count(labels: torch.Tensor) -> float:
+        """Labelled items in a micro-batch: sequences / questions, or tagged tokens."""
+        if labels.is_floating_point():
+            return float(labels.shape[0])
+        return float((labels != -100).sum())
+
+    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        return {"task": self.item_count(batch["labels"])}
+
+    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
+        labels = batch["labels"]
+        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
+        count = self.item_count(labels)
+        # out.loss is this micro-batch's mean over its items: times count / global count is its share
+        loss = out.loss * (count / max(totals["task"], 1.0))
+        stats = {"task_loss_sum": float(out.loss.detach()) * count, "task_count": count}
+        if not labels.is_floating_point():
+            valid = labels != -100
+            stats["task_correct"] = float(((out.logits.detach().argmax(-1) == labels) & valid).sum())
+        return loss, stats
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        count = stats.get("task_count", 0.0)
+        if not count:
+            return {}
+        metrics = {"task_loss": stats["task_loss_sum"] / count}
+        if "task_correct" in stats:
+            metrics["accuracy"] = stats["task_correct"] / count
+        return metrics
+
+    # ---- evaluation ----------------------------------------------------------------------
+    def evaluate(self, model: nn.Module, ctx, batch_size: int, max_batches: int | None) -> dict[str, float]:
+        if self.dev is None:
+            return {}
+        show = self.progress and ctx.is_main
+        self.last_outputs = run_features(model, self.dev.features, self.collate, self.eval_batch_size, show, "dev")
+        return self.metrics(self.dev, self.last_outputs)
+
+    def on_evaluate(self, step: int, metrics: dict[str, float], improved: bool) -> None:
+        if improved:
+            self.best_outputs = self.last_outputs
+
+    def metrics(self, data: TaskData, outputs: list[np.ndarray]) -> dict[str, float]:
+        """Official metrics of `outputs` (from `run_features`) against `data`'s labels."""
+        return metrics_for(self.spec, data, outputs, self.id2label)
+
+    # ---- saving -----------------------------------------------------------------------------
+    def save_pretrained(self, model: nn.Module, directory: Path, state_dict=None) -> None:
+        model.save_pretrained(directory, state_dict=state_dict)
+        self.tokenizer.save_pretrained(directory)
+        self.spec.save(directory)
+
+    # ---- reading and encoding (class-level: evaluate and predict use them too) --------------
+    @classmethod
+    def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
+        """Examples of a file (`training`: the training file; QA then checks answer offsets)."""
+        raise NotImplementedError
+
+    @classmethod
+    def fit_spec(cls, spec: TaskSpec, train_examples: list) -> TaskSpec:
+        """The spec completed from the training data (e.g. the tagging scheme)."""
+        return spec
+
+    @classmethod
+    def label_names(cls, spec: TaskSpec, train: list, dev: list, checkpoint_label2id: dict[str, int] | None,
+                    origin: str, train_path: str) -> list[str] | None:
+        """Label names in id order (None: no label map, e.g. regression or multiple choice).
+
+        A checkpoint label map (`checkpoint_label2id` from `origin`; None for none or
+        LABEL_i placeholders) that covers the train and dev labels is kept, one that does
+        not raises naming the first example it lacks. Otherwise the map comes from the
+        task (GLUE's fixed lists) or the training examples, and a dev label outside it
+        raises naming the dev file and line."""
+        return None
+
+    @classmethod
+    def encode(cls, data_path: str, examples: list, tokenizer, spec: TaskSpec,
+               label2id: dict[str, int] | None, progress: bool = False, training: bool = False) -> TaskData:
+        """Features of `examples` (`training`: for the loss; QA's evaluation features differ)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_labelled(cls, data: TaskData) -> None:
+        if not data.features or "labels" not in data.features[0]:
+            raise BertkitError(f"{data.path}: no labels (an unlabelled test file?); scoring needs a labelled file")
+
+
+# ---------------------------------------------------------------------------- classification
+
+
+class ClassificationProgram(TaskProgram):
+    """Sequence classification / regression on [CLS]: GLUE and any labelled table."""
+
+    family = "classification"
+
+    @classmethod
+    def default_metric(cls, spec: TaskSpec) -> str:
+        """The paper's headline metric: MCC (CoLA), F1 (MRPC, QQP), Spearman (STS-B), else accuracy."""
+        if spec.glue_task:
+            from bertkit.evaluation.metrics import glue_task_name
+
+            return {"cola": "mcc", "ax": "mcc", "mrpc": "f1", "qqp": "f1", "stsb": "spearmanr"}.get(
+                glue_task_name(spec.glue_task), "accuracy")
+        return "pearson" if spec.regression else "accuracy"
+
+    @property
+    def progress_keys(self):  # type: ignore[override]
+        return () if self.spec.regression else ("accuracy",)
+
+    @classmethod
+    def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
+        module = cls.module()
+        if spec.glue_task:
+            return module.read_examples(path, glue_task=spec.glue_task)
+        return module.read_examples(path, text_column=spec.text_column, pair_column=spec.pair_column,
+                                    label_column=spec.label_column, regression=spec.regression)
+
+    @classmethod
+    def fit_spec(cls, spec: TaskSpec, train_examples: list) -> TaskSpec:
+        regression = spec.regression or any(isinstance(ex.label, float) for ex in train_examples)
+        return dataclasses.replace(spec, has_pairs=train_examples[0].pair is not None, regression=regression)
+
+    @classmethod
+    def label_names(cls, spec, train, dev, checkpoint_label2id, origin, train_path):
+        module = cls.module()
+        if spec.regression:
+            return None
+        kept = module.check_label_map(checkpoint_label2id, train + dev, origin)
+        if kept is not None:
+            return [name for name, _ in sorted(kept.items(), key=lambda item: item[1])]
+        if spec.glue_task:
+            return module.glue_labels(spec.glue_task)
+        label_map = module.build_label_map(train)
+        module.check_labels(dev, label_map, f"the training file {train_path}")
+        return list(label_map)
+
+    @classmethod
+    def encode(cls, data_path, examples, tokenizer, spec, label2id, progress=False, training=False) -> TaskData:
+        features = cls.module().encode(examples, tokenizer, spec.max_seq_length, None if spec.regression else label2id,
+                                       show_progress=progress)
+        return TaskData(data_path, examples, features)
+
+
+
+def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """GLUE's metrics for a GLUE task; accuracy and macro F1 (classification) or Pearson,
+    Spearman and MSE (regression) otherwise; plus the mean `loss`. logits (N, K)."""
+    from bertkit.evaluation import metrics as m
+
+    if spec.regression:
+        scores = logits[:, 0]
+        values = (m.glue_metrics(spec.glue_task, logits, labels) if spec.glue_task
+                  else {"pearson": m.pearson(scores, labels), "spearmanr": m.spearman(scores, labels)})
+        loss = float(np.mean((scores.astype(np.float64) - labels) ** 2))
+        return {**values, "mse": loss, "loss": loss}
+    labels = labels.astype(np.int64)
+    if spec.glue_task:
+        values = m.glue_metrics(spec.glue_task, logits, labels)
+    else:
+        predicted = logits.argmax(-1)
+        values = {"accuracy": m.accuracy(predicted, labels), "f1_macro": m.f1_score(predicted, labels, average="macro")}
+    return {**values, "loss": cross_entropy(logits, labels)}
+
+
+# ---------------------------------------------------------------------------- tagging
+
+
+class TaggingProgram(TaskProgram):
+    """Token tagging (NER): the label of each word on its first sub-token."""
+
+    family = "tagging"
+
+    @classmethod
+    def default_metric(cls, spec: TaskSpec) -> str:
+        return "f1"
+
+    @classmethod
+    def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
+        return cls.module().read_examples(path, tag_column=spec.tag_column)
+
+    @classmethod
+    def fit_spec(cls, spec: TaskSpec, train_examples: list) -> TaskSpec:
+        return dataclasses.replace(spec, scheme=cls.module().detect_scheme(train_examples))
+
+    @classmethod
+    def label_names(cls, spec, train, dev, checkpoint_label2id, origin, train_path):
+        module = cls.module()
+        scheme = spec.scheme or "IOB2"
+        kept = module.check_label_map(checkpoint_label2id, train, scheme, origin)
+        if kept is not None and dev:
+            module.check_label_map(checkpoint_label2id, dev, cls.file_scheme(dev, spec), origin)
+        label_map = kept if kept is not None else module.build_label_map(train, scheme)
+        if kept is None and dev:
+            module._check_tags(dev, label_map, cls.file_scheme(dev, spec), f"the tags of the training file {train_path}")
+        return [name for name, _ in sorted(label_map.items(), key=lambda item: item[1])]
+
+    @classmethod
+    def file_scheme(cls, examples: list, spec: TaskSpec) -> str:
+        """A labelled file's own scheme (a model trained on IOB1 scores IOB2 files and the
+        other way round); for unlabelled text the scheme the model was trained on."""
+        if examples and examples[0].tags is not None:
+            return cls.module().detect_scheme(examples)
+        return spec.scheme or "IOB2"
+
+    @classmethod
+    def encode(cls, data_path, examples, tokenizer, spec, label2id, progress=False, training=False) -> TaskData:
+        scheme = cls.file_scheme(examples, spec)
+        features = cls.module().encode(examples, tokenizer, spec.max_seq_length, label2id, scheme=scheme,
+                                       show_progress=progress)
+        return TaskData(data_path, examples, features, scheme)
+
+
+
+def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[int, str]) -> dict[str, float]:
+    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules), token
+    accuracy over words, and the mean loss over the labelled first sub-tokens."""
+    from bertkit.evaluation import seqeval
+    from bertkit.tasks.tagging import predictions_to_tags
+
+    predicted = predictions_to_tags(data.examples, data.features, [o.argmax(-1) for o in outputs], id2label,
+                                    data.scheme or "IOB2")
+    gold = [ex.tags for ex in data.examples]
+    scores = seqeval.precision_recall_f1(predicted, gold)
+    logits = np.concatenate([o for o in outputs])  # (tokens, K)
+    labels = np.concatenate([f["labels"] for f in data.features])
+    tagged = labels != -100
+    loss = cross_entropy(logits[tagged], labels[tagged]) if tagged.any() else 0.0
+    return {**scores, "accuracy": seqeval.accuracy_score(predicted, gold), "loss": loss}
+
+
+# ---------------------------------------------------------------------------- multiple choice
+
+
+class MultipleChoiceProgram(TaskProgram):
+    """One [CLS] score per (context, choice); softmax over the choices."""
+
+    family = "multiple_choice"
+
+    @classmethod
+    def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
+        return cls.module().read_examples(path, labels_path=labels_path)
+
+    @classmethod
+    def encode(cls, data_path, examples, tokenizer, spec, label2id, progress=False, training=False) -> TaskData:
+        features = cls.module().encode(examples, tokenizer, spec.max_seq_length, show_progress=progress)
+        return TaskData(data_path, examples, features)
+
+
+
+def multiple_choice_metrics(data: TaskData, outputs: list[np.ndarray]) -> dict[str, float]:
+    from bertkit.evaluation.metrics import accuracy
+
+    widths = {len(o) for o in outputs}
+    if len(widths) > 1:
+        raise BertkitError(f"{data.path}: examples with different numbers of choices")
+    logits = np.stack(outputs)  # (N, C)
+    labels = np.asarray([f["labels"] for f in data.features], dtype=np.int64)
+    return {"accuracy": accuracy(logits.argmax(-1), labels), "loss": cross_entropy(logits, labels)}
+
+
+# ---------------------------------------------------------------------------- question answering
+
+
+class QuestionAnsweringProgram(TaskProgram):
+    """Extractive QA (SQuAD v1.1 / v2.0): start and end scores per token, windows over long passages."""
+
+    family = "qa"
+    progress_keys = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.last_threshold = self.spec.null_threshold
+
+    @classmethod
+    def default_metric(cls, spec: TaskSpec) -> str:
+        return "f1"
+
+    @classmethod
+    def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
+        return cls.module().read_examples(path, spec.squad_version or "auto", training=training)
+
+    @classmethod
+    def fit_spec(cls, spec: TaskSpec, train_examples: list) -> TaskSpec:
+        version = spec.squad_version or (2 if any(ex.is_impossible for ex in train_examples) else 1)
+        return dataclasses.replace(spec, squad_version=version)
+
+    @classmethod
+    def encode(cls, data_path, examples, tokenizer, spec, label2id, progress=False, training=False) -> TaskData:
+        features = cls.module().encode(examples, tokenizer, spec.max_seq_length, doc_stride=spec.doc_stride,
+                                       max_query_length=spec.max_query_length, training=training,
+                                       show_progress=progress)
+        return TaskData(data_path, examples, features)
+
+    @classmethod
+    def check_labelled(cls, data: TaskData) -> None:
+        return None  # read_examples already requires answers (v1.1) or marks questions unanswerable (v2.0)
+
+    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        return {"task": float(batch["start_positions"].shape[0])}
+
+    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
+        starts, ends = batch["start_positions"], batch["end_positions"]
+        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                    start_positions=starts, end_positions=ends)
+        count = float(starts.shape[0])
+        loss = out.loss * (count / max(totals["task"], 1.0))  # out.loss: mean over the micro-batch's windows
+        both = (out.start_logits.detach().argmax(-1) == starts) & (out.end_logits.detach().argmax(-1) == ends)
+        return loss, {"task_loss_sum": float(out.loss.detach()) * count, "task_count": count,
+                      "task_correct": float(both.sum())}
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        metrics = super().summarize(stats)
+        if "accuracy" in metrics:
+            metrics["span_accuracy"] = metrics.pop("accuracy")  # windows whose start and end are both right
+        return metrics
+
+    def metrics(self, data: TaskData, outputs: list[np.ndarray]) -> dict[str, float]:
+        values, threshold = qa_metrics(self.spec, data, outputs)
+        self.last_threshold = threshold
+        return values
+
+    def save_pretrained(self, model: nn.Module, directory: Path, state_dict=None) -> None:
+        model.save_pretrained(directory, state_dict=state_dict)
+        self.tokenizer.save_pretrained(directory)
+        # the threshold of the evaluation just made: best/ is written right after it
+        dataclasses.replace(self.spec, null_threshold=float(self.last_threshold)).save(directory)
+
+
+def qa_answers(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray], null_threshold: float | None = None):
+    """`bertkit.tasks.qa.postprocess` of per-window (T_i, 2) start / end logits."""
+    from bertkit.tasks.qa import postprocess
+
+    return postprocess(data.examples, data.features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+                       n_best_size=spec.n_best_size, max_answer_length=spec.max_answer_length,
+                       version=spec.squad_version or 1,
+                       null_threshold=spec.null_threshold if null_threshold is None else null_threshold)
+
+
+def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
+               tune_threshold: bool = True) -> tuple[dict[str, float], float]:
+    """Official SQuAD scores (percent) and the v2.0 null threshold used.
+
+    v1.1: {"exact_match", "f1"}. v2.0: the official evaluate-v2.0 keys with the best
+    non-null answers and their null-score differences as the no-answer scores; "exact"
+    and "f1" at the threshold — tuned on `data` (best dev F1) or the spec's."""
+    from bertkit.evaluation.squad import evaluate_squad
+    from bertkit.tasks.qa import best_null_threshold, to_squad_dataset
+
+    answers = qa_answers(spec, data, outputs)
+    dataset = to_squad_dataset(data.examples)
+    if (spec.squad_version or 1) == 1:
+        return evaluate_squad(dataset, answers.predictions, version=1), spec.null_threshold
+    threshold = spec.null_threshold
+    if tune_threshold:
+        best = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts)
+        threshold = best.threshold
+        if _f1_at(dataset, answers, threshold) + 1e-9 < best.score:
+            # the sweep's best is "answer nothing", for which it reports 0.0 — a threshold made for
+            # probabilities; null-score differences can be negative, so go below all of them
+            finite = [d for d in answers.null_diffs.values() if math.isfinite(d)]
+            threshold = min(finite, default=0.0) - 1.0
+    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold)
+    return values, threshold
+
+
+def _f1_at(dataset, answers, threshold: float) -> float:
+    from bertkit.evaluation.squad import evaluate_squad
+
+    return evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold)["f1"]
+
+
+PROGRAMS: dict[str, type[TaskProgram]] = {
+    "classification": ClassificationProgram,
+    "tagging": TaggingProgram,
+    "multiple_choice": MultipleChoiceProgram,
+    "qa": QuestionAnsweringProgram,
+}
+
+
+
+def get_program(family: str) -> type[TaskProgram]:
+    """The program class of a task family (aliases as in bertkit.tasks: glue, ner, ...)."""
+    from bertkit.tasks import FAMILIES, get_family
+
+    module = get_family(family)  # raises naming the choices
+    canonical = next(name for name in PROGRAMS if FAMILIES[name] == module.__name__)
+    return PROGRAMS[canonical]
+
+
+def metrics_for(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray], id2label: dict[int, str] | None):
+    """The family's official metrics of `outputs` on `data` (used by `bertkit evaluate`)."""
+    if spec.family == "classification":
+        labels = np.asarray([f["labels"] for f in data.features])
+        return classification_metrics(spec, np.stack(outputs), labels)
+    if spec.family == "tagging":
+        return tagging_metrics(data, outputs, id2label)
+    if spec.family == "qa":
+        return qa_metrics(spec, data, outputs, tune_threshold=False)[0]
+    return multiple_choice_metrics(data, outputs)
