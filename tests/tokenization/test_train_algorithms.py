@@ -24,6 +24,7 @@ except ImportError:  # transformers 4.x
 
 STEMS = ["play", "walk", "talk", "jump", "paint", "read", "train", "token", "model", "learn", "mark", "work"]
 ENDINGS = ["", "s", "ed", "ing", "er", "ers", "able", "ization"]
+NSMC_REVIEWS = Path(__file__).parents[1] / "fixtures" / "nsmc_reviews_50.txt"  # tests/fixtures/cut_nsmc_reviews.py
 HELD_OUT = [
     "The Painters were repainting; unlearnable tokenizations!",
     "Jumping, reading & walking (in 2024) -- naïve café RÉSUMÉ.",
@@ -98,6 +99,20 @@ def test_wordpiece_vocab_file_matches_tokenizer_json(trained):
     backend = RustTokenizer.from_file(str(directory / "tokenizer.json"))
     assert backend.get_vocab() == {token: i for i, token in enumerate(vocab)}
     assert len(vocab) <= 400  # the small corpus runs out of candidate pairs first
+
+
+def test_wordpiece_freq_reaches_the_vocab_size_exactly(tmp_path, corpus):
+    """A character found only in a word over 100 characters is in the alphabet (so the word can
+    be encoded as [UNK] like BERT), but the library's trainer never sees it: still exactly
+    vocab_size tokens."""
+    text = corpus.read_text(encoding="utf-8") + "x" * 60 + "\u0436" + "y" * 60 + "\n"
+    path = tmp_path / "long.txt"
+    path.write_text(text, encoding="utf-8")
+    result = train_tokenizer(
+        [path], tmp_path / "t", TrainOptions(algorithm="wordpiece-freq", vocab_size=150, show_progress=False)
+    )
+    vocab = (tmp_path / "t" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert result.vocab_size == len(vocab) == 150 and "\u0436" in vocab
 
 
 @pytest.mark.parametrize("algorithm", ["bpe", "bbpe"])
@@ -179,6 +194,25 @@ def test_korean_syllables_stay_whole(tmp_path):
         config = json.loads((out / "tokenizer_config.json").read_text())
         # transformers' BertTokenizer would strip accents through jamo: only named when it cannot
         assert config["tokenizer_class"] == ("PreTrainedTokenizerFast" if text.lowercase else "BertTokenizer")
+
+
+def test_trained_uncased_korean_tokenizer_records_and_keeps_syllables(tmp_path):
+    """Uncased training strips accents, yet no jamo reach the vocabulary or the tokens of real
+    reviews; the config records keep_hangul_syllables so loading keeps syllables too."""
+    out = tmp_path / "tok"
+    train_tokenizer([NSMC_REVIEWS], out, TrainOptions(vocab_size=1200, show_progress=False))
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    assert config["keep_hangul_syllables"] is True and config["do_lower_case"] is True
+    vocab = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert "영화" in vocab
+    reviews = NSMC_REVIEWS.read_text(encoding="utf-8").splitlines()
+    ours, theirs = Tokenizer.from_pretrained(out), AutoTokenizer.from_pretrained(out)
+    assert ours.config.keep_hangul_syllables is True
+    tokens = [token for review in reviews for token in ours.tokenize(review)]
+    for token in vocab + tokens:
+        assert not any("\u1100" <= c <= "\u11ff" for c in token), token  # no conjoining jamo
+    assert tokens.count("[UNK]") == 0
+    assert ours(reviews)["input_ids"] == theirs(reviews)["input_ids"]
 
 
 def test_morpheme_pretokenization_round_trips(tmp_path):
@@ -264,6 +298,23 @@ def run_train(capsys, algorithm: str, vocab_size: str, output, corpus) -> tuple[
 def test_unknown_algorithm(capsys, corpus, tmp_path):
     code, err = run_cli(capsys, "train", "--algorithm", "sentencepiece", "-o", str(tmp_path / "t"), str(corpus))
     assert code == 1 and "algorithm='sentencepiece' is unknown" in err and "wordpiece" in err
+
+
+def test_score_option(capsys, corpus, tmp_path):
+    code, err = run_cli(capsys, "train", "--score", "freq", "-o", str(tmp_path / "t"), str(corpus))
+    assert code == 1 and err == "bertkit: error: score='freq' is unknown (allowed: pmi, gain)"
+    code, err = run_cli(capsys, "train", "--algorithm", "bpe", "--score", "pmi", "-o", str(tmp_path / "t"), str(corpus))
+    assert code == 1 and err == "bertkit: error: score='pmi' applies only to algorithm='wordpiece' (bpe merges by frequency)"
+    assert TrainOptions().merge_score == "gain" and TrainOptions(algorithm="bpe").merge_score is None
+    vocabs = {}
+    for score in ("pmi", "gain", None):
+        out = tmp_path / str(score)
+        args = ["--score", score] if score else []
+        assert run_cli(capsys, "train", "--no-progress", *args, "--vocab-size", "300", "-o", str(out), str(corpus))[0] == 0
+        training = json.loads((out / "tokenizer_config.json").read_text())["bertkit_training"]
+        assert training["score"] == (score or "gain")
+        vocabs[score] = (out / "vocab.txt").read_text()
+    assert vocabs[None] == vocabs["gain"] != vocabs["pmi"]
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -9,7 +9,7 @@ from pathlib import Path
 from bertkit.errors import BertkitError
 
 ALGORITHM_HELP = (
-    "wordpiece (likelihood rule, default), wordpiece-freq (frequency rule, tokenizers library), "
+    "wordpiece (likelihood rule, default; see --score), wordpiece-freq (frequency rule, tokenizers library), "
     "bpe (frequency merges, </w> suffix), bbpe (byte-level BPE, never [UNK])"
 )
 
@@ -48,6 +48,12 @@ def _add_train(commands) -> None:
     p.add_argument("--algorithm", default="wordpiece", metavar="NAME", help=ALGORITHM_HELP)
     p.add_argument(
         "--vocab-size", type=int, default=30000, metavar="N", help="specials + alphabet + learned (default: 30000)"
+    )
+    p.add_argument(
+        "--score",
+        metavar="NAME",
+        help="wordpiece merge score: gain (log-likelihood change, count weighted; default) "
+        "or pmi (count(st) / (count(s) count(t)), favours rare pairs)",
     )
     p.add_argument(
         "--min-frequency", type=int, default=2, metavar="N", help="a pair needs this count to be merged (default: 2)"
@@ -119,6 +125,7 @@ def run_train(args: argparse.Namespace) -> int:
     options = TrainOptions(
         algorithm=args.algorithm,
         vocab_size=args.vocab_size,
+        score=args.score,
         min_frequency=args.min_frequency,
         limit_alphabet=args.limit_alphabet,
         text=TextOptions(

@@ -44,15 +44,18 @@ class TokenizerConfig:
     the vocabulary (BERT names first, then RoBERTa names: `<s> </s> <pad> <unk> <mask>`).
     `additional_special_tokens` are registered as special (never split, skipped when
     decoding); ones missing from the vocabulary are appended, as in HF.
-    bertkit extras: `keep_hangul_syllables` (recompose Hangul after accent stripping),
-    `pretokenize_morphemes` (None or "kiwi": split Korean morphemes before encoding),
+    bertkit extras: `keep_hangul_syllables` (recompose Hangul syllables after accent
+    stripping; tokenizers bertkit trains record true; where a config does not say it is
+    false, transformers' behaviour, so a checkpoint made elsewhere is tokenized as it was
+    trained: uncased BERT turns Hangul into jamo), `pretokenize_morphemes` (None or
+    "kiwi": split Korean morphemes before encoding),
     `nfkc` (Unicode NFKC before everything else, e.g. full-width forms).
     """
 
     do_lower_case: bool = True
     strip_accents: bool | None = None
     tokenize_chinese_chars: bool = True
-    keep_hangul_syllables: bool = True
+    keep_hangul_syllables: bool = False
     pretokenize_morphemes: str | None = None
     nfkc: bool = False
     model_max_length: int = 512

@@ -2,10 +2,11 @@
 
 BERT's uncased pipeline strips accents with NFD + "drop non-spacing marks (Mn)". NFD
 also splits every Hangul syllable into conjoining jamo, which wrecks Korean (a known BERT
-pitfall). By default bertkit recomposes with NFC after stripping: accents are gone
-(they were removed while decomposed) and Hangul syllables come back whole. Set
-`keep_hangul=False` for the original BERT behaviour (exact compatibility with
-checkpoints whose vocab holds jamo).
+pitfall). With `keep_hangul=True` (what bertkit trains with) the normalizer recomposes
+with NFC after stripping: accents are gone (they were removed while decomposed) and
+Hangul syllables come back whole. `keep_hangul=False` is the original BERT behaviour,
+which a checkpoint trained elsewhere needs (its vocab holds jamo); the tokenizer config
+decides (files.py, `keep_hangul_syllables`).
 
 Two details keep every non-Hangul character identical to BERT's:
   * accents are stripped by `BertNormalizer` (drops Mn only, like BERT). The separate

@@ -13,9 +13,10 @@ Loading a directory (`Tokenizer.from_pretrained`):
     a BERT normalizer) and a tokenizer_config.json (or options passed to
     `from_pretrained`) -> the pipeline is rebuilt from the vocabulary (vocab.txt, else
     the one inside tokenizer.json) and the config. The config is the authority for the
-    text options (lowercasing, accents, CJK, Hangul), as in HF's BertTokenizer, so a
-    checkpoint made elsewhere gets bertkit's Hangul handling; added tokens of
-    tokenizer.json that are not in the vocabulary are carried over.
+    text options (lowercasing, accents, CJK), as in HF's BertTokenizer; where it does not
+    say `nfkc` or `keep_hangul_syllables`, tokenizer.json's normalizer decides (HF
+    configs never say; a plain BertNormalizer means no NFKC and Hangul as BERT treats
+    it). Added tokens of tokenizer.json that are not in the vocabulary are carried over.
   * any other tokenizer.json (BPE, byte-level BPE, Unigram, a WordPiece with a custom
     normalizer or pre-tokenizer, or no config) -> used exactly as serialized; the config
     only supplies special-token names, model_max_length and the morpheme option.
@@ -23,9 +24,13 @@ The truncation/padding settings a tokenizer.json may carry are dropped: they are
 per call.
 
 Korean: uncased BERT strips accents through NFD, which also splits Hangul syllables
-into jamo. By default (`keep_hangul_syllables=True`) the normalizer recomposes them, so
-Korean words stay whole; `keep_hangul_syllables=False` is the original BERT behaviour
-(bit-exact with HF's BertTokenizer on every text).
+into jamo. With `keep_hangul_syllables=True` the normalizer recomposes them, so Korean
+words stay whole: tokenizers that bertkit trains record it in tokenizer_config.json.
+Where neither the config nor tokenizer.json says so (every HF checkpoint), the pipeline
+is BERT's own, bit-exact with transformers' BertTokenizer on every text: a checkpoint
+is tokenized as it was trained (an uncased multilingual BERT learned jamo pieces), or its
+embeddings mean nothing. Pass `keep_hangul_syllables=True` to `from_pretrained` to
+override (for a vocabulary that holds syllables).
 """
 
 from __future__ import annotations
@@ -122,7 +127,7 @@ class Tokenizer:
         """The BERT encoding pipeline over a WordPiece vocabulary (token -> id, or tokens in id order).
 
         Pipeline: `bert_normalizer` (clean text, lowercase/accents per config, spaces around
-        CJK, Hangul kept whole unless `keep_hangul_syllables=False`) -> BertPreTokenizer
+        CJK, Hangul kept whole only with `keep_hangul_syllables=True`) -> BertPreTokenizer
         (whitespace and punctuation) -> WordPiece (greedy longest match, "##" pieces, [UNK]
         for unspellable words or words over 100 characters) -> `[CLS] A [SEP] (B [SEP])`.
         `options` are TokenizerConfig fields overriding `config`.
@@ -187,8 +192,9 @@ class Tokenizer:
             raise BertkitError(f'{json_path}: not a tokenizers serialization (no "model" object)')
         standard_options = bert_pipeline_options(spec)
         if standard_options is not None and has_config:
-            if "nfkc" not in raw and "nfkc" not in options:  # HF configs cannot say; the file can
-                config = replace(config, nfkc=standard_options["nfkc"])
+            for name in ("nfkc", "keep_hangul_syllables"):  # HF configs cannot say; the file can
+                if name not in raw and name not in options and name in standard_options:
+                    config = replace(config, **{name: standard_options[name]})
             vocab = read_vocab_txt(vocab_path) if vocab_path.is_file() else model.get("vocab")
             if not isinstance(vocab, dict):
                 raise BertkitError(f"{json_path}: WordPiece model without a vocabulary")

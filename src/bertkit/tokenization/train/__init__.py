@@ -1,5 +1,5 @@
-"""Training tokenizers: WordPiece by the likelihood rule (default), and on the `tokenizers`
-library's trainers WordPiece by frequency, BPE and byte-level BPE.
+"""Training tokenizers: WordPiece by a likelihood rule (default; score "gain" or "pmi"), and
+on the `tokenizers` library's trainers WordPiece by frequency, BPE and byte-level BPE.
 
     from bertkit.tokenization.train import TrainOptions, train_tokenizer
     train_tokenizer(["corpus.txt.gz"], "tok/", TrainOptions(algorithm="wordpiece", vocab_size=30000))
@@ -103,6 +103,7 @@ def train_wordpiece_likelihood(word_counts: dict[str, int], options: TrainOption
         word_counts,
         alphabet,
         options.room_to_learn(len(alphabet)),
+        score=options.merge_score,
         min_frequency=options.min_frequency,
         max_word_chars=MAX_INPUT_CHARS_PER_WORD,
         show_progress=options.show_progress,

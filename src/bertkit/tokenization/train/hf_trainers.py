@@ -35,7 +35,7 @@ def train_frequency_rule(word_counts: Mapping[str, int], options: TrainOptions) 
     if not word_counts or not chars:
         raise BertkitError("empty corpus: no words to build a vocabulary from")
     alphabet = chars + marked
-    options.room_to_learn(len(alphabet))
+    room = options.room_to_learn(len(alphabet))
     known = set(chars)
     limit = MAX_INPUT_CHARS_PER_WORD if algorithm == "wordpiece-freq" else None
     words = {w: n for w, n in word_counts.items() if (limit is None or len(w) <= limit) and known.issuperset(w)}
@@ -52,7 +52,9 @@ def train_frequency_rule(word_counts: Mapping[str, int], options: TrainOptions) 
 
     trained = draft.get_vocab(with_added_tokens=False)
     initial = set(alphabet) | set(specials)
-    learned = [t for t in sorted(trained, key=trained.__getitem__) if t not in initial]
+    # in merge order; capped, as the trainer does not count alphabet symbols it never saw
+    # (characters found only in words over 100 characters, left out of wordpiece-freq)
+    learned = [t for t in sorted(trained, key=trained.__getitem__) if t not in initial][:room]
     vocab = specials + [t for t in alphabet if t not in set(specials)] + learned
     if algorithm == "wordpiece-freq":
         return wordpiece_tokenizer(vocab, options.special_tokens, options.text)

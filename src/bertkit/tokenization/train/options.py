@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.tokenization.files import MORPHEME_SPLITTERS
+from bertkit.tokenization.train.wordpiece_likelihood import DEFAULT_SCORE, SCORES
 
 ALGORITHMS = ("wordpiece", "wordpiece-freq", "bpe", "bbpe")
 SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
@@ -97,14 +98,17 @@ class TextOptions:
 class TrainOptions:
     """One training run. `vocab_size` counts specials + alphabet + learned tokens.
 
-    `min_frequency`: a pair needs at least this (word-frequency weighted) count to be
-    merged. `limit_alphabet`: keep only the most frequent characters; words with other
+    `score` (wordpiece only): the merge score, "gain" (log-likelihood change, count
+    weighted; the default) or "pmi" (count(st) / (count(s) count(t))); None = the
+    default. `min_frequency`: a pair needs at least this (word-frequency weighted) count
+    to be merged. `limit_alphabet`: keep only the most frequent characters; words with other
     characters are left out (encoding makes them the unknown token). Not for bbpe, whose
     alphabet is the 256 bytes. `workers`: processes for word counting (None = all cores).
     """
 
     algorithm: str = "wordpiece"
     vocab_size: int = 30000
+    score: str | None = None
     min_frequency: int = 2
     limit_alphabet: int | None = None
     text: TextOptions = field(default_factory=TextOptions)
@@ -119,6 +123,14 @@ class TrainOptions:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"algorithm={self.algorithm!r} is unknown (allowed: {', '.join(ALGORITHMS)})")
         _positive_int("vocab_size", self.vocab_size)
+        if self.score is not None:
+            if self.score not in SCORES:
+                raise ConfigError(f"score={self.score!r} is unknown (allowed: {', '.join(SCORES)})")
+            if self.algorithm != "wordpiece":
+                raise ConfigError(
+                    f"score={self.score!r} applies only to algorithm='wordpiece' "
+                    f"({self.algorithm} merges by frequency)"
+                )
         _positive_int("min_frequency", self.min_frequency)
         _positive_int("model_max_length", self.model_max_length)
         if self.limit_alphabet is not None:
@@ -131,6 +143,13 @@ class TrainOptions:
             raise ConfigError("text_field must be a non-empty JSON key")
         if self.text.tokenize_chinese_chars is None:  # resolve the per-algorithm default once
             object.__setattr__(self, "text", replace(self.text, tokenize_chinese_chars=self.algorithm != "bbpe"))
+
+    @property
+    def merge_score(self) -> str | None:
+        """The likelihood trainer's score ("gain" or "pmi"); None for the frequency-rule algorithms."""
+        if self.algorithm != "wordpiece":
+            return None
+        return self.score or DEFAULT_SCORE
 
     @property
     def special_tokens(self) -> SpecialTokens:

@@ -91,6 +91,7 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
     config["bertkit_training"] = {
         "algorithm": options.algorithm,
         "vocab_size": options.vocab_size,
+        "score": options.merge_score,  # null for the frequency-rule algorithms
         "min_frequency": options.min_frequency,
         "limit_alphabet": options.limit_alphabet,
         "files": [Path(f).name for f in files],
