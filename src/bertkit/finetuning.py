@@ -22,6 +22,10 @@ tokenizer files, bertkit_task.json, best_metrics.json), `final/` (the last step)
 (classification), `report.md`, `run_config.json`; with a grid, `grid/<run>/` per run
 and `grid.jsonl`. Fine-tuning writes no `checkpoint-N` folders by default (runs are
 short; `--set save_checkpoints=true` keeps them), and there is no --resume.
+
+`features` (NER only) is the feature-based approach of the paper's Table 7: the encoder
+stays frozen, its features are cached once in `prepare`, and a BiLSTM tagger trains on
+them (bertkit.tasks.feature_tagger; best/ then holds the tagger and names the encoder).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ RUN_CONFIG_FILE = "run_config.json"
 GRID_FILE = "grid.jsonl"
 PAPER_GRID_LRS = [5e-5, 3e-5, 2e-5]
 PAPER_GRID_EPOCHS = [2, 3, 4]
+FEATURE_BASED_LR = 1e-3  # `bertkit finetune ner --features`: the default lr of a fresh BiLSTM tagger
+FEATURE_BASED_GRID_LRS = [2e-3, 1e-3, 5e-4]
 FAMILY_CHOICES = ("classification", "tagging", "multiple_choice", "qa")
 MAX_CONFUSION_LABELS = 30
 _RUN_MARKERS = ("best", "final", "metrics.jsonl", "grid", "report.md")
@@ -98,6 +104,13 @@ class FinetuneConfig(TrainingConfig):
     grid_lrs: list | None = None
     grid_epochs: list | None = None
     model: dict = field(default_factory=dict)
+    # the feature-based approach (tagging only, bertkit.tasks.feature_tagger): a frozen encoder's
+    # `features` (a bertkit.embed layer choice) feed a BiLSTM tagger; set lr too (the CLI's default is 1e-3)
+    features: str | None = None
+    lstm_hidden_size: int = 256
+    lstm_num_layers: int = 2
+    feature_cache: str = "auto"  # memory | disk (a memmap under the run folder) | auto (memory up to 2 GiB)
+    feature_cache_dtype: str = "float16"
 
     def __post_init__(self) -> None:
         validate_types(self)
@@ -118,6 +131,18 @@ class FinetuneConfig(TrainingConfig):
                 raise ConfigError(f"field {name!r} must be a non-empty list of positive numbers, got {values!r}")
             if number is int and not all(float(v).is_integer() for v in values):
                 raise ConfigError(f"field {name!r} must list whole numbers of epochs, got {values!r}")
+        if self.features is not None:
+            from bertkit.feature_choices import LAYER_CHOICES
+
+            check_choice("features", self.features, LAYER_CHOICES)
+            if self.family != "tagging":
+                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
+                                  f"not {self.family}")
+        check_choice("feature_cache", self.feature_cache, ("auto", "memory", "disk"))
+        check_choice("feature_cache_dtype", self.feature_cache_dtype, ("float16", "float32"))
+        for name in ("lstm_hidden_size", "lstm_num_layers"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
         self.training_fields(steps_per_epoch=1, metric_for_best="task")  # the loop's own checks, naming the field
 
     @property
@@ -199,6 +224,7 @@ class PreparedTask:
     train: Any  # TaskData
     dev: Any  # TaskData | None
     keep_head: bool
+    feature_cache: Any = None  # feature-based tagging: bertkit.tasks.feature_tagger.FeatureCache
 
 
 def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTask:
@@ -220,6 +246,11 @@ def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTas
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
     program_cls = get_program(config.family)
+    if config.features is not None:
+        from bertkit.tasks.feature_tagger import FeatureTaggingProgram, check_encoder_depth
+
+        check_encoder_depth(config.features, base.num_hidden_layers, f"{source}/config.json")
+        program_cls = FeatureTaggingProgram
     spec = TaskSpec(family=program_cls.family, glue_task=config.glue_task, text_column=config.text_column,
                     pair_column=config.pair_column, label_column=config.label_column, regression=config.regression,
                     tag_column=config.tag_column, max_seq_length=config.max_seq_length,
@@ -254,7 +285,15 @@ def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTas
     if dev is not None:
         program_cls.check_labelled(dev)
     program_cls.check_labelled(train)
-    return PreparedTask(program_cls, spec, tokenizer, base, labels, train, dev, keep_head)
+    cache = None
+    if config.features is not None:  # the frozen encoder runs once here, not every epoch
+        from bertkit.tasks.feature_tagger import build_feature_cache
+
+        cache = build_feature_cache(source, base, tokenizer, config.features,
+                                    {"train": train, **({"dev": dev} if dev is not None else {})},
+                                    cache=config.feature_cache, dtype=config.feature_cache_dtype,
+                                    run_dir=config.output_dir, batch_size=config.eval_batch_size, progress=progress)
+    return PreparedTask(program_cls, spec, tokenizer, base, labels, train, dev, keep_head, cache)
 
 
 def task_model_config(prepared: PreparedTask):
@@ -339,6 +378,8 @@ def finetune(config: FinetuneConfig, *, overwrite: bool = False,
     prepared = prepare(config)
     ctx = setup()
     try:
+        if prepared.feature_cache is not None and ctx.world_size > 1:
+            raise ConfigError("field 'features': the feature-based tagger trains in one process")
         grid = config.grid
         if len(grid) == 1:
             run = _train_once(config, prepared, output_dir, ctx, notify)
@@ -348,6 +389,11 @@ def finetune(config: FinetuneConfig, *, overwrite: bool = False,
         return _grid_search(config, prepared, output_dir, ctx, grid, notify)
     finally:
         teardown()
+        if prepared.feature_cache is not None:
+            for data in (prepared.train, prepared.dev):
+                for feature in data.features if data is not None else ():
+                    feature.pop("hidden", None)  # drop the views before the memmap files go
+            prepared.feature_cache.remove()
 
 
 def _result(output_dir: Path, winner: RunOutcome, runs: list[RunOutcome]) -> FinetuneResult:
@@ -363,11 +409,18 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
     from bertkit.training.loop import Trainer
 
     torch.manual_seed(config.seed)  # the same fresh head on every rank and every run
-    model_cls = prepared.program_cls.model_class()
-    model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared), prepared.keep_head)
+    if prepared.feature_cache is not None:
+        model, fresh = prepared.program_cls.build_model(prepared.feature_cache, prepared.base_config, prepared.labels,
+                                                        config.lstm_hidden_size, config.lstm_num_layers)
+        name = f"feature-based tagger ({config.features})"
+    else:
+        model_cls = prepared.program_cls.model_class()
+        model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared),
+                                       prepared.keep_head)
+        name = model_cls.__name__
     model.train()
     if notify is not None and ctx.is_main:
-        notify(f"{model_cls.__name__} from {config.init_from}: "
+        notify(f"{name} from {config.init_from}: "
                + (f"initialised fresh: {', '.join(fresh)}" if fresh else "every weight loaded (head included)"))
     id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
@@ -447,9 +500,15 @@ def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcom
     dropout = mc.classifier_dropout if mc.classifier_dropout is not None else mc.hidden_dropout_prob
     total = config.total_steps(run.steps_per_epoch)
     warmup = config.warmup_steps if config.warmup_steps is not None else round(config.warmup_ratio * total)
+    features = {}
+    if prepared.feature_cache is not None:
+        features = {"feature-based (frozen encoder)": f"{config.features} -> {config.lstm_num_layers}-layer BiLSTM "
+                                                      f"(hidden {config.lstm_hidden_size} per direction) -> linear",
+                    "feature cache": prepared.feature_cache.describe()}
     return {
         "task": task,
         "model": f"{config.init_from} ({mc.num_hidden_layers} layers, hidden {mc.hidden_size})",
+        **features,
         "initialised fresh": ", ".join(run.fresh_keys) or "nothing (the checkpoint's head was kept)",
         "labels": ", ".join(prepared.labels) if prepared.labels else "none",
         "train": f"{config.train}: {len(prepared.train.examples)} examples, {len(prepared.train.features)} sequences",
@@ -506,9 +565,12 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
         ("Run", _describe_run(config, prepared, run)),
         ("Best dev model", best),
         ("Dev metrics per evaluation", _epoch_table(run)),
-        ("Files", "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
-                  "bertkit_task.json, best_metrics.json), `final/` (last step), `metrics.jsonl`, "
-                  f"`{RUN_CONFIG_FILE}`"),
+        ("Files", ("`best/` (feature-based tagger: feature_tagger.json naming the encoder and its layers, "
+                   "feature_tagger.safetensors, tokenizer, bertkit_task.json, best_metrics.json)"
+                   if prepared.feature_cache is not None else
+                   "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
+                   "bertkit_task.json, best_metrics.json)")
+                  + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`"),
     ]
 
 

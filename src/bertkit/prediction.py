@@ -7,7 +7,9 @@
 
 The model directory is any fine-tuned checkpoint: bertkit's `best/` (its
 `bertkit_task.json` says how it was trained) or a Hugging Face `BertFor...` checkpoint
-(the family comes from config.json's `architectures`). Inputs are one input or a list
+(the family comes from config.json's `architectures`) or a feature-based tagger from
+`bertkit finetune ner --features` (its feature_tagger.json names the frozen encoder,
+bertkit.tasks.feature_tagger). Inputs are one input or a list
 of inputs — a tuple is always ONE input, a list a batch. Per family:
 
 - sequence classification: "text" or ("text", "pair") ->
@@ -96,10 +98,13 @@ def load_finetuned(directory: str | os.PathLike, device: str | None = None) -> F
     import torch
 
     from bertkit.config import BertConfig
+    from bertkit.tasks.feature_tagger import is_feature_tagger, load_feature_tagger
     from bertkit.tasks.programs import TaskSpec, get_program
     from bertkit.tokenization import Tokenizer
 
     directory = Path(directory)
+    if is_feature_tagger(directory):  # a frozen encoder + BiLSTM tagger (`finetune ner --features`)
+        return load_feature_tagger(directory, device)
     config = BertConfig.from_pretrained(directory)
     spec = TaskSpec.load(directory, config)
     program_cls = get_program(spec.family)

@@ -114,6 +114,23 @@ def test_squad_v2_threshold_on_null_score_differences():
         squad_v2_threshold(dataset, best_spans, diffs, metric="em")
 
 
+def test_answering_nothing_best_gives_a_threshold_below_every_difference():
+    # only unanswerable questions with non-empty best spans: every answer costs 1, so "no answer" everywhere wins
+    dataset = parse_squad_dataset(squad_document([("n1", []), ("n2", []), ("n3", [])]))
+    best_spans = {"n1": "Santa Clara", "n2": "Denver", "n3": "1996"}
+    diffs = {"n1": -2.0, "n2": -0.5, "n3": 0.25}
+    threshold, score = squad_v2_threshold(dataset, best_spans, diffs)
+    assert score == 100.0 and threshold == -3.0  # 1.0 below the smallest difference
+    applied = evaluate_v2(dataset, best_spans, diffs, na_prob_thresh=threshold)
+    assert applied["f1"] == 100.0 and applied["NoAns_exact"] == 100.0
+    # the official sweep's 0.0 would answer n1 and n2 (difference <= 0.0): 1 of 3 right
+    assert evaluate_v2(dataset, best_spans, diffs, na_prob_thresh=0.0)["f1"] == pytest.approx(100 / 3)
+    # with probabilities (`--na-prob`) the official procedure is kept: best_*_thresh is 0.0
+    probabilities = {"n1": 0.2, "n2": 0.4, "n3": 0.6}
+    result = evaluate_v2(dataset, best_spans, probabilities)
+    assert result["best_f1"] == 100.0 and result["best_f1_thresh"] == 0.0 and result["best_exact_thresh"] == 0.0
+
+
 def test_unknown_prediction_ids_warn_and_v1_refuses_impossible_questions():
     dataset = parse_squad_dataset(squad_document(V2_QUESTIONS))
     with pytest.warns(UnknownPredictionWarning, match="1 predictions are for question ids not in the dataset"):

@@ -3,6 +3,7 @@
   bertkit finetune glue --task mrpc --model DIR --data glue/MRPC --output-dir runs/mrpc
   bertkit finetune classify --train train.csv --dev dev.csv --text-column review --model DIR --output-dir runs/cls
   bertkit finetune ner --train eng.train --dev eng.testa --model DIR --output-dir runs/ner
+  bertkit finetune ner --train eng.train --dev eng.testa --model DIR --output-dir runs/ner --features concat_last_four
   bertkit finetune multiple-choice --train train.jsonl --dev dev.jsonl --model DIR --output-dir runs/mc
   bertkit finetune squad --version 2 --train train-v2.0.json --dev dev-v2.0.json --model DIR --output-dir runs/squad
 
@@ -18,6 +19,7 @@ import argparse
 import sys
 
 from bertkit.errors import BertkitError
+from bertkit.feature_choices import LAYER_CHOICES
 
 # flag attribute -> FinetuneConfig field (flags left None keep the config's value)
 _COMMON_FIELDS = {
@@ -28,7 +30,7 @@ _COMMON_FIELDS = {
 _TASK_FIELDS = {
     "glue": {"task": "glue_task"},
     "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column"},
-    "ner": {"tag_column": "tag_column"},
+    "ner": {"tag_column": "tag_column", "features": "features", "lstm_hidden_size": "lstm_hidden_size"},
     "multiple-choice": {"train_labels": "train_labels", "dev_labels": "dev_labels"},
     "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
               "max_answer_length": "max_answer_length"},
@@ -59,6 +61,11 @@ def add_parser(subparsers) -> None:
 
     p = tasks.add_parser("ner", help="token tagging from CoNLL files (IOB1 / IOB2 / IOBES)")
     p.add_argument("--tag-column", type=int, help="which whitespace-separated column holds the tag (default: last)")
+    p.add_argument("--features", metavar="LAYERS",
+                   help="feature-based approach (paper Table 7): freeze the encoder and train a BiLSTM tagger on "
+                        f"these features: {', '.join(LAYER_CHOICES)} (default lr then 1e-3)")
+    p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction (default 256; "
+                                                        "the paper 768)")
     _add_common(p)
 
     p = tasks.add_parser("multiple-choice", help="SWAG CSV or JSONL (PIQA, CommonsenseQA, ...)")
@@ -112,7 +119,8 @@ def _number_list(text: str | None, flag: str, kind) -> list | None:
 
 def config_values(args: argparse.Namespace) -> dict:
     """Configuration fields from a YAML file and the flags of `args`."""
-    from bertkit.finetuning import PAPER_GRID_EPOCHS, PAPER_GRID_LRS, glue_file
+    from bertkit.finetuning import (FEATURE_BASED_GRID_LRS, FEATURE_BASED_LR, PAPER_GRID_EPOCHS, PAPER_GRID_LRS,
+                                    glue_file)
     from bertkit.training.config import read_yaml_config
 
     values = read_yaml_config(args.config) if args.config else {}
@@ -124,12 +132,16 @@ def config_values(args: argparse.Namespace) -> dict:
         values["regression"] = True
     if args.finetune_task == "squad":
         values.setdefault("max_seq_length", SQUAD_MAX_SEQ_LENGTH)
+    feature_based = values.get("features") is not None
+    if feature_based:
+        values.setdefault("lr", FEATURE_BASED_LR)
     if args.no_progress:
         values["progress"] = False
     lrs = _number_list(args.grid_lrs, "--grid-lrs", float)
     epochs = _number_list(args.grid_epochs, "--grid-epochs", int)
     if args.grid:
-        lrs, epochs = lrs or list(PAPER_GRID_LRS), epochs or list(PAPER_GRID_EPOCHS)
+        lrs = lrs or list(FEATURE_BASED_GRID_LRS if feature_based else PAPER_GRID_LRS)
+        epochs = epochs or list(PAPER_GRID_EPOCHS)
     if lrs is not None:
         values["grid_lrs"] = lrs
     if epochs is not None:

@@ -190,23 +190,28 @@ def raw_scores_v2(dataset: SquadDataset, predictions: Mapping[str, str]) -> tupl
 
 
 def best_threshold_sweep(dataset: SquadDataset, predictions: Mapping[str, str], raw_scores: Mapping[str, float],
-                         na_probs: Mapping[str, float], *, na_prob_order: list[str] | None = None) -> BestThreshold:
+                         na_probs: Mapping[str, float], *, na_prob_order: list[str] | None = None,
+                         nothing_threshold: float = 0.0) -> BestThreshold:
     """The official find_best_thresh: the no-answer threshold that maximizes the total score.
 
     Start with every predicted question answered "no answer" (score = number of
     unanswerable ones), then answer questions one by one in increasing na_prob: an
     answerable question gains its raw score, an unanswerable one loses 1 if its
     prediction is non-empty. The best running total gives the threshold (the na_prob
-    of the last question answered; 0.0 if answering nothing is best). Ties in na_prob
-    are visited in `na_prob_order` (default: dataset order), as the official script
-    visits them in the na_prob file's order. Questions without a prediction keep score 0.
+    of the last question answered). If answering nothing is best, the threshold is
+    `nothing_threshold`: 0.0 as in the official script, which fits probabilities (a
+    question is "no answer" when na_prob > threshold, so 0.0 answers only na_prob 0);
+    scores that can be negative need a value below all of them (see
+    `squad_v2_threshold`). Ties in na_prob are visited in `na_prob_order` (default:
+    dataset order), as the official script visits them in the na_prob file's order.
+    Questions without a prediction keep score 0.
     """
     by_id = {q.qid: q for q in dataset.questions}
     order = [qid for qid in (na_prob_order or [q.qid for q in dataset.questions])
              if qid in by_id and qid in raw_scores]
     order.sort(key=lambda qid: na_probs[qid])  # stable: ties keep `order`
     score = best = float(sum(1 for qid in order if not by_id[qid].has_answer))
-    threshold = 0.0
+    threshold = float(nothing_threshold)
     for qid in order:
         if by_id[qid].has_answer:
             score += raw_scores[qid]
@@ -224,15 +229,19 @@ def squad_v2_threshold(dataset: SquadDataset, predictions: Mapping[str, str], nu
     predictions: the best non-null answer text per question id. null_score_diffs:
     score(null span at [CLS]) - score(best non-null span) per question id. Answer a
     question when its difference <= the returned threshold, else predict "".
-    metric: "f1" or "exact" — which raw score the sweep maximizes.
+    metric: "f1" or "exact" — which raw score the sweep maximizes. When answering no
+    question is best, the threshold is 1.0 below the smallest finite difference (the
+    differences can be negative, so the official sweep's 0.0 would answer some).
     """
     if metric not in ("f1", "exact"):
         raise ConfigError(f"metric {metric!r}: expected f1 or exact")
     _check_questions(dataset)
     probabilities = _no_answer_probabilities(dataset, predictions, null_score_diffs)
     exact_raw, f1_raw = raw_scores_v2(dataset, predictions)
+    finite = [value for value in probabilities.values() if math.isfinite(value)]
+    below_all = min(finite, default=0.0) - 1.0
     return best_threshold_sweep(dataset, predictions, f1_raw if metric == "f1" else exact_raw, probabilities,
-                                na_prob_order=list(null_score_diffs))
+                                na_prob_order=list(null_score_diffs), nothing_threshold=below_all)
 
 
 def _summary(questions, exact: Mapping[str, float], f1: Mapping[str, float]) -> dict[str, float]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,9 +261,14 @@ class TaskProgram(TrainingProgram):
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         return {"task": self.item_count(batch["labels"])}
 
+    def forward(self, model, batch: dict[str, torch.Tensor], **targets):
+        """The model's output on a collated batch (a program whose batches hold other
+        inputs, e.g. cached features, overrides this)."""
+        return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], **targets)
+
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
+        out = self.forward(model, batch, labels=labels)
         count = self.item_count(labels)
         # out.loss is this micro-batch's mean over its items: times count / global count is its share
         loss = out.loss * (count / max(totals["task"], 1.0))
@@ -607,21 +611,9 @@ def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
         return evaluate_squad(dataset, answers.predictions, version=1), spec.null_threshold
     threshold = spec.null_threshold
     if tune_threshold:
-        best = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts)
-        threshold = best.threshold
-        if _f1_at(dataset, answers, threshold) + 1e-9 < best.score:
-            # the sweep's best is "answer nothing", for which it reports 0.0 — a threshold made for
-            # probabilities; null-score differences can be negative, so go below all of them
-            finite = [d for d in answers.null_diffs.values() if math.isfinite(d)]
-            threshold = min(finite, default=0.0) - 1.0
+        threshold = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts).threshold
     values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold)
     return values, threshold
-
-
-def _f1_at(dataset, answers, threshold: float) -> float:
-    from bertkit.evaluation.squad import evaluate_squad
-
-    return evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold)["f1"]
 
 
 PROGRAMS: dict[str, type[TaskProgram]] = {
