@@ -42,6 +42,7 @@ def main() -> None:
 
     from bertkit.data.build import BuildOptions, build_dataset
     from bertkit.pretraining import build_config, pretrain
+    from bertkit.tokenization import Tokenizer
     from bertkit.tokenization.train import TrainOptions, train_tokenizer
 
     corpus = data_dir() / "corpus-en" / "austen_novels.txt.gz"
@@ -51,7 +52,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, options in RULES.items():
             root = Path(tmp) / name.split()[0].replace("(", "") / str(len(rows))
-            trained = train_tokenizer([corpus], root / "tok", TrainOptions(vocab_size=args.vocab_size, show_progress=False, **options))
+            train_tokenizer([corpus], root / "tok", TrainOptions(vocab_size=args.vocab_size, show_progress=False, **options))
             build_dataset([corpus], root / "tok", root / "data", BuildOptions(max_seq_length=args.max_seq_length, seed=1))
             config = build_config(dict(data=str(root / "data"), output_dir=str(root / "run"), preset="tiny",
                                        max_steps=args.steps, batch_size=args.batch_size, lr=1e-3,
@@ -59,7 +60,7 @@ def main() -> None:
                                        log_steps=max(1, args.steps // 10), progress=False, tensorboard=False), {})
             result = pretrain(config)
             final = [r for r in result.records if "eval_mlm_accuracy" in r][-1]
-            rows.append({"tokenizer": name, "fertility (WikiText-2 valid)": round(fertility(trained.tokenizer, heldout), 3),
+            rows.append({"tokenizer": name, "fertility (WikiText-2 valid)": round(fertility(Tokenizer.from_pretrained(root / "tok"), heldout), 3),
                          "MLM acc (tiny pretrain)": round(final["eval_mlm_accuracy"], 4),
                          "MLM perplexity": round(final["eval_mlm_perplexity"], 1)})
             print(json.dumps(rows[-1]), flush=True)

@@ -9,10 +9,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.model.dropout import Dropout, dropout
 
 
 class BertSelfAttention(nn.Module):
-    """softmax(Q K^T / sqrt(d_head)) V per head, padding keys masked out."""
+    """softmax(Q K^T / sqrt(d_head)) V per head, padding keys masked out.
+
+    Attention runs in `F.scaled_dot_product_attention`, except when the probabilities
+    are asked for and when training with attention dropout on CPU: there it is computed
+    explicitly, because SDPA's CPU fallback for dropout is the same computation plus
+    three passes over the (B, heads, T, T) scores for fully masked rows and a slower
+    dropout (see bertkit.model.dropout); 7-8% of a BERT-mini training step.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -23,9 +31,15 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq_len, _ = x.shape
-        return x.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)  # (B, heads, T, d_head)
+    def _project(self, hidden_states: torch.Tensor, query_scale: float) -> tuple[torch.Tensor, ...]:
+        """(B, T, H) -> query, key, value (B, heads, T, d_head); the query times `query_scale`."""
+        batch, seq_len, _ = hidden_states.shape
+        query_weight, query_bias = self.query.weight, self.query.bias
+        if query_scale != 1.0:  # folded into the (H, H) weight: free, unlike scaling the (B, heads, T, T) scores
+            query_weight, query_bias = query_weight * query_scale, query_bias * query_scale
+        query = F.linear(hidden_states, query_weight, query_bias)
+        projections = (query, self.key(hidden_states), self.value(hidden_states))  # 3 x (B, T, H)
+        return tuple(x.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2) for x in projections)
 
     def forward(
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
@@ -35,18 +49,19 @@ class BertSelfAttention(nn.Module):
         Returns the context (B, T, H) and, on request, the attention probabilities
         (B, heads, T, T) — computed explicitly then, since SDPA does not expose them.
         """
-        query = self._split_heads(self.query(hidden_states))
-        key = self._split_heads(self.key(hidden_states))
-        value = self._split_heads(self.value(hidden_states))
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
-        if output_attentions:
-            scores = query @ key.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, heads, T, T)
+        if output_attentions or (dropout_p > 0.0 and hidden_states.device.type == "cpu"):
+            query, key, value = self._project(hidden_states, 1.0 / math.sqrt(self.head_dim))
+            scores = query @ key.transpose(-1, -2)  # (B, heads, T, T)
             if attention_mask is not None:
                 scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
             probs = scores.softmax(dim=-1)
-            context = F.dropout(probs, dropout_p, self.training) @ value
+            context = dropout(probs, dropout_p, self.training) @ value
+            if not output_attentions:
+                probs = None
         else:
+            query, key, value = self._project(hidden_states, 1.0)
             context = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout_p)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.num_heads * self.head_dim)  # (B, T, H)
@@ -63,7 +78,7 @@ class BertSublayerOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
 
 class BertAttention(nn.Module):

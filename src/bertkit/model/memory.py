@@ -12,7 +12,6 @@ silent no-op elsewhere, on GPUs and for small tensors.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 import torch
@@ -26,8 +25,7 @@ def _load_madvise():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        madvise = libc.madvise
+        madvise = ctypes.CDLL(None, use_errno=True).madvise  # libc's, already loaded by Python
     except (OSError, AttributeError):
         return None
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
