@@ -228,8 +228,9 @@ class BertConfig:
                 f"field 'position_embedding_type' must be 'absolute' (BERT's learned positions), "
                 f"got {self.position_embedding_type!r}"
             )
-        if self.model_type != "bert":
-            raise ConfigError(f"field 'model_type' must be 'bert', got {self.model_type!r}")
+        expected = type(self).__dataclass_fields__["model_type"].default  # a subclass (RoBERTa, ALBERT...) sets its own
+        if self.model_type != expected:
+            raise ConfigError(f"field 'model_type' must be {expected!r}, got {self.model_type!r}")
         if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"field 'pad_token_id' must be an id in [0, vocab_size), got {self.pad_token_id!r}")
         if not isinstance(self.pre_layer_norm, bool):

@@ -229,15 +229,15 @@ class PreparedTask:
 
 def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTask:
     """Read, check and encode the data for `config` against its starting checkpoint."""
-    from bertkit.config import BertConfig
+    from bertkit.model.families import load_config, task_model_class
     from bertkit.tasks.programs import TaskSpec, get_program
     from bertkit.tokenization import Tokenizer
 
     progress = config.progress if progress is None else progress
     source = Path(config.init_from)
-    base = BertConfig.from_pretrained(source)
+    base = load_config(source)  # BertConfig, or the config class of the checkpoint's model family
     if config.model:
-        base = BertConfig.from_dict({**base.to_dict(), **config.model}, source="--set model.*")
+        base = type(base).from_dict({**base.to_dict(), **config.model}, source="--set model.*")
     if config.max_seq_length > base.max_position_embeddings:
         raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
                           f"max_position_embeddings ({base.max_position_embeddings}) in {source}/config.json")
@@ -265,7 +265,9 @@ def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTas
     train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)
     dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
-    same_architecture = program_cls.model_class().__name__ in (base.extra.get("architectures") or [])
+    if config.features is None:  # the family must have this task's head
+        task_model_class(base, program_cls.family, f"{source}/config.json")
+    same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
     try:
         labels = program_cls.label_names(spec, train_examples, dev_examples or [], checkpoint_map,
@@ -320,16 +322,19 @@ def load_task_model(model_cls, source: Path, config, keep_head: bool):
     if keep_head:
         model = model_cls.from_pretrained(source, config=config)
         return model, list(model.loading_info["missing_keys"])
-    from bertkit.model import BertModel
+    from bertkit.model.families import family_for_config
 
+    family = family_for_config(config)
     model = model_cls(config)
-    backbone = BertModel.from_pretrained(source)
-    own = model.bert.state_dict()
+    backbone = family.backbone_class().from_pretrained(source)
+    encoder = getattr(model, family.backbone_attribute)  # HF's attribute: bert / roberta / electra / albert
+    own = encoder.state_dict()
     loaded = {k: v for k, v in backbone.state_dict().items() if k in own}
-    missing = model.bert.load_state_dict(loaded, strict=False).missing_keys
+    missing = encoder.load_state_dict(loaded, strict=False).missing_keys
     never_trained = set(backbone.loading_info["missing_keys"]) | set(missing)
-    fresh = [k for k in model.state_dict() if not k.startswith("bert.")]
-    fresh += [f"bert.{k}" for k in own if k in never_trained]
+    prefix = f"{family.backbone_attribute}."
+    fresh = [k for k in model.state_dict() if not k.startswith(prefix)]
+    fresh += [f"{prefix}{k}" for k in own if k in never_trained]
     return model, sorted(fresh)
 
 
@@ -414,7 +419,7 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
                                                         config.lstm_hidden_size, config.lstm_num_layers)
         name = f"feature-based tagger ({config.features})"
     else:
-        model_cls = prepared.program_cls.model_class()
+        model_cls = prepared.program_cls.model_class(prepared.base_config)
         model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared),
                                        prepared.keep_head)
         name = model_cls.__name__

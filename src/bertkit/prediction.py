@@ -97,7 +97,7 @@ def load_finetuned(directory: str | os.PathLike, device: str | None = None) -> F
     """Model, tokenizer and task description of a fine-tuned checkpoint directory."""
     import torch
 
-    from bertkit.config import BertConfig
+    from bertkit.model.families import family_for_config, load_config
     from bertkit.tasks.feature_tagger import is_feature_tagger, load_feature_tagger
     from bertkit.tasks.programs import TaskSpec, get_program
     from bertkit.tokenization import Tokenizer
@@ -105,12 +105,13 @@ def load_finetuned(directory: str | os.PathLike, device: str | None = None) -> F
     directory = Path(directory)
     if is_feature_tagger(directory):  # a frozen encoder + BiLSTM tagger (`finetune ner --features`)
         return load_feature_tagger(directory, device)
-    config = BertConfig.from_pretrained(directory)
+    config = load_config(directory)
     spec = TaskSpec.load(directory, config)
     program_cls = get_program(spec.family)
-    model_cls = program_cls.model_class()
+    model_cls = program_cls.model_class(config)
     model = model_cls.from_pretrained(directory, config=config)
-    head = [k for k in model.loading_info["missing_keys"] if not k.startswith("bert.")]
+    backbone_prefix = f"{family_for_config(config).backbone_attribute}."
+    head = [k for k in model.loading_info["missing_keys"] if not k.startswith(backbone_prefix)]
     if head:
         raise BertkitError(f"{directory}: no trained {model_cls.__name__} head ({', '.join(head)} missing); "
                            "fine-tune it first with `bertkit finetune`")

@@ -51,12 +51,6 @@ from bertkit.training.program import TrainingProgram
 
 TASK_FILE = "bertkit_task.json"
 LENGTH_GROUP_BATCHES = 50  # global batches per length-sorted chunk (Hugging Face's mega-batch)
-ARCHITECTURE_FAMILIES = {
-    "BertForSequenceClassification": "classification",
-    "BertForTokenClassification": "tagging",
-    "BertForMultipleChoice": "multiple_choice",
-    "BertForQuestionAnswering": "qa",
-}
 
 
 # ---------------------------------------------------------------------------- task spec
@@ -106,13 +100,16 @@ class TaskSpec:
                 return cls(**{k: v for k, v in values.items() if k in known})
             except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
                 raise BertkitError(f"{path}: not a valid task description ({exc})") from None
+        from bertkit.model.families import architecture_task_families
+
+        known = architecture_task_families()  # e.g. BertForSequenceClassification -> classification
         architectures = config.extra.get("architectures") or []
-        family = next((ARCHITECTURE_FAMILIES[a] for a in architectures if a in ARCHITECTURE_FAMILIES), None)
+        family = next((known[a] for a in architectures if a in known), None)
         if family is None:
             shown = ", ".join(architectures) or "none"
             raise BertkitError(
                 f"{directory}: not a fine-tuned model (config.json architectures: {shown}); expected one of "
-                f"{', '.join(ARCHITECTURE_FAMILIES)} — fine-tune it first with `bertkit finetune`"
+                f"{', '.join(known)} — fine-tune it first with `bertkit finetune`"
             )
         regression = family == "classification" and (config.problem_type == "regression" or config.num_labels == 1)
         max_length = min(384 if family == "qa" else 512, config.max_position_embeddings)
@@ -223,8 +220,13 @@ class TaskProgram(TrainingProgram):
         return get_family(cls.family)
 
     @classmethod
-    def model_class(cls):
-        return cls.module().model_class()
+    def model_class(cls, config=None):
+        """The head class for this task family: the config's model family's (BERT when no config)."""
+        if config is None:
+            return cls.module().model_class()
+        from bertkit.model.families import task_model_class
+
+        return task_model_class(config, cls.family)
 
     @classmethod
     def default_metric(cls, spec: TaskSpec) -> str:

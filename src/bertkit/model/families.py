@@ -1,0 +1,115 @@
+"""Model families (BERT, RoBERTa, ELECTRA, ALBERT): one registry entry each.
+
+The task layer (fine-tuning, evaluation, `predict`) never names a model class: it reads
+config.json's `model_type` and asks this registry for the family's config class, its
+bare encoder and the head class of a task family. Adding a family = its model module
+plus one `MODEL_FAMILIES` line.
+
+Contract of an entry's classes (Hugging Face semantics throughout):
+- `config`: a `BertConfig` subclass whose `model_type` default is the family's key, with
+  `from_pretrained(directory)` / `from_dict(values)` reading HF's config.json;
+- `backbone`: the bare encoder (`BertModel`, `RobertaModel`, ...), with
+  `from_pretrained(directory)` loading it from any checkpoint of the family (its
+  `loading_info["missing_keys"]` lists what the checkpoint lacked);
+- `tasks`: task family ("classification", "tagging", "multiple_choice", "qa") -> head
+  class, which holds the encoder as attribute `backbone_attribute` (HF's `bert`,
+  `roberta`, `electra`, `albert`) and takes `config` in its constructor.
+Class references are "module:Class" strings, imported on first use (the CLI stays fast).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+DEFAULT_MODEL_TYPE = "bert"  # config.json files without `model_type` (old BERT checkpoints)
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    model_type: str
+    config: str
+    backbone: str
+    backbone_attribute: str
+    tasks: dict[str, str] = field(default_factory=dict)
+
+    def config_class(self):
+        return _resolve(self.config)
+
+    def backbone_class(self):
+        return _resolve(self.backbone)
+
+    def task_class(self, task_family: str, source: str | Path = "the model"):
+        if task_family not in self.tasks:
+            raise BertkitError(f"{source}: {self.model_type} models have no {task_family} head in bertkit "
+                               f"(available: {', '.join(self.tasks) or 'none'})")
+        return _resolve(self.tasks[task_family])
+
+
+_BERT_HEADS = "bertkit.model.task_heads"
+
+MODEL_FAMILIES: dict[str, ModelFamily] = {
+    "bert": ModelFamily("bert", "bertkit.config:BertConfig", "bertkit.model.bert:BertModel", "bert", {
+        "classification": f"{_BERT_HEADS}:BertForSequenceClassification",
+        "tagging": f"{_BERT_HEADS}:BertForTokenClassification",
+        "multiple_choice": f"{_BERT_HEADS}:BertForMultipleChoice",
+        "qa": f"{_BERT_HEADS}:BertForQuestionAnswering",
+    }),
+}
+
+
+def _resolve(reference: str):
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def read_model_type(directory: str | Path) -> str:
+    """config.json's `model_type` ("bert" when absent); errors name the file."""
+    path = Path(directory) / "config.json"
+    if not Path(directory).is_dir():
+        raise BertkitError(f"{directory}: no such model directory")
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BertkitError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BertkitError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(values, dict):
+        raise BertkitError(f"{path}: expected a JSON object")
+    return str(values.get("model_type") or DEFAULT_MODEL_TYPE)
+
+
+def get_model_family(model_type: str, source: str | Path = "config") -> ModelFamily:
+    if model_type not in MODEL_FAMILIES:
+        raise BertkitError(f"{source}: model_type {model_type!r} is not supported "
+                           f"(supported: {', '.join(MODEL_FAMILIES)})")
+    return MODEL_FAMILIES[model_type]
+
+
+def family_of(directory: str | Path) -> ModelFamily:
+    """The family of the checkpoint at `directory`."""
+    return get_model_family(read_model_type(directory), Path(directory) / "config.json")
+
+
+def load_config(directory: str | Path):
+    """The checkpoint's config, as its family's config class."""
+    return family_of(directory).config_class().from_pretrained(directory)
+
+
+def family_for_config(config) -> ModelFamily:
+    return get_model_family(getattr(config, "model_type", DEFAULT_MODEL_TYPE))
+
+
+def task_model_class(config, task_family: str, source: str | Path = "the model"):
+    """The head class of `task_family` for a config's model family (e.g. RobertaForSequenceClassification)."""
+    return family_for_config(config).task_class(task_family, source)
+
+
+def architecture_task_families() -> dict[str, str]:
+    """Head class name (config.json `architectures`) -> task family, over every family."""
+    return {reference.split(":")[1]: task for family in MODEL_FAMILIES.values()
+            for task, reference in family.tasks.items()}
