@@ -42,6 +42,7 @@ from bertkit.tasks.records import (
     iter_jsonl,
     missing_field,
     read_table,
+    record_field,
 )
 
 MODEL_CLASS_NAME = "BertForSequenceClassification"
@@ -170,14 +171,15 @@ def _read_generic(
         for line_no, record in iter_jsonl(path):
             values = []
             for name in (text_column, pair_column, label_column):
+                found, value = (False, None) if name is None else record_field(record, name)
                 if name is None:
                     values.append(None)
-                elif name not in record:
+                elif not found:
                     raise missing_field(path, line_no, [name], record)
                 elif name == label_column:
-                    values.append(_json_label(record[name], path, line_no, name))
+                    values.append(_json_label(value, path, line_no, name))
                 else:
-                    values.append(as_text(record[name], path, line_no, name))
+                    values.append(as_text(value, path, line_no, name))
             examples.append(_example(path, line_no, *values, None, "regression" if regression else None))
         return examples
     header, rows = read_table(path)

@@ -8,7 +8,8 @@ dropped, CRLF accepted, `.gz` read transparently).
 - TSV (`.tsv`, `.txt`): fields split on tabs, no quoting — the GLUE convention, where
   quotes are ordinary characters in the text.
 - CSV (`.csv`): Python's csv dialect (quoted fields may hold commas and newlines).
-- JSONL (`.jsonl`, `.json`): one JSON object per line.
+- JSONL (`.jsonl`, `.json`): one JSON object per line, or a file holding one JSON array of
+  objects (KLUE); a dotted field name (`labels.label`) reaches into nested objects.
 """
 
 from __future__ import annotations
@@ -104,10 +105,16 @@ def column_index(header: Sequence[str], name: str, path: str | Path) -> int:
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of every non-blank line of a JSONL file."""
-    for line_no, line in iter_lines(path):
+    """(line number, object) of every non-blank line of a JSONL file — or of every element
+    of a JSON file holding one array of objects (KLUE's `*_dev.json`; the line number is
+    where the object starts)."""
+    lines = iter_lines(path)
+    for line_no, line in lines:
         if not line.strip():
             continue
+        if line.lstrip().startswith("["):
+            yield from _json_array(path, line_no, [line, *(text for _, text in lines)])
+            return
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -115,6 +122,60 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(record, dict):
             raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
         yield line_no, record
+
+
+def _json_array(path: str | Path, first_line: int, lines: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of a JSON array whose text is `lines` (starting at line `first_line`)."""
+    text = "\n".join(lines)
+    decoder = json.JSONDecoder()
+    position = text.index("[") + 1
+    counted = [0, first_line]  # line_at's last (offset, line): offsets only grow, so counting is linear
+
+    def skip_space(start: int) -> int:
+        while start < len(text) and text[start] in " \t\r\n":
+            start += 1
+        return start
+
+    def line_at(start: int) -> int:
+        counted[1] += text.count("\n", counted[0], start)
+        counted[0] = start
+        return counted[1]
+
+    position = skip_space(position)
+    if text.startswith("]", position):
+        return
+    while True:
+        line_no = line_at(position)
+        try:
+            record, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            raise BertkitError(f"{path}:{first_line + exc.lineno - 1}: malformed JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise BertkitError(f"{path}:{line_no}: expected a JSON object in the array, got {type(record).__name__}")
+        yield line_no, record
+        position = skip_space(end)
+        if text.startswith(",", position):
+            position = skip_space(position + 1)
+        elif text.startswith("]", position):
+            rest = skip_space(position + 1)
+            if rest != len(text):
+                raise BertkitError(f"{path}:{line_at(rest)}: text after the JSON array's closing ']'")
+            return
+        else:
+            raise BertkitError(f"{path}:{line_at(position)}: malformed JSON array (expected ',' or ']')")
+
+
+def record_field(record: dict[str, Any], name: str) -> tuple[bool, Any]:
+    """(found, value) of field `name` of a JSON object; a dotted name that is not a key
+    reaches into nested objects (`labels.label` of KLUE-STS)."""
+    if name in record:
+        return True, record[name]
+    value: Any = record
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
 
 
 def missing_field(path: str | Path, line_no: int, names: Sequence[str], record: dict[str, Any]) -> BertkitError:
