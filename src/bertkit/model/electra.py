@@ -1,0 +1,351 @@
+"""ELECTRA (Clark et al., 2020): the encoder, its discriminator and generator heads, task heads.
+
+Hugging Face's class, attribute and config names, so checkpoints load both ways:
+`ElectraModel` (embeddings of width `embedding_size`, `embeddings_project` to the hidden
+size when the two differ, the BERT encoder, no pooler), `ElectraForPreTraining` (the
+discriminator: `discriminator_predictions.dense` -> act -> `dense_prediction`, one
+replaced-token logit per position), `ElectraForMaskedLM` (the generator:
+`generator_predictions.dense` -> GELU -> `LayerNorm` to the embedding width, then
+`generator_lm_head` tied to the word embeddings plus its own bias) and the fine-tuning
+heads (`classifier.dense/out_proj` for sequence classification, ...).
+
+The encoder is bertkit's `BertEncoder` (the same layers and state-dict keys as HF's
+ElectraEncoder); only the embeddings' width and the heads differ from BERT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import PRESETS, BertConfig
+from bertkit.errors import ConfigError
+from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel
+from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.layers import ACTIVATIONS, BertEncoder
+from bertkit.model.outputs import (
+    BertModelOutput,
+    ModelOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from bertkit.model.task_heads import classifier_dropout, problem_type, sequence_classification_loss
+
+SUMMARY_TYPES = ("first", "last", "mean")
+
+
+@dataclass
+class ElectraConfig(BertConfig):
+    """HF `ElectraConfig` fields; defaults are transformers' (ELECTRA-small's encoder).
+
+    `embedding_size` is the width of the token/position/segment embeddings; when it
+    differs from `hidden_size` the model projects them (`embeddings_project`). The
+    `summary_*` fields configure the multiple-choice head (HF's sequence summary).
+    """
+
+    embedding_size: int = 128
+    hidden_size: int = 256
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    model_type: str = "electra"
+    summary_type: str = "first"
+    summary_use_proj: bool = True
+    summary_activation: str | None = "gelu"
+    summary_last_dropout: float = 0.1
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "ElectraConfig":
+        """A BERT size (tiny..large) as an ELECTRA encoder; embedding_size = hidden_size unless given."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        hidden = PRESETS[name][1]
+        return super().from_preset(name, **{"embedding_size": overrides.get("hidden_size", hidden), **overrides})
+
+    @classmethod
+    def from_bert_config(cls, config: BertConfig, **overrides: Any) -> "ElectraConfig":
+        """The same sizes as a BertConfig (embedding_size = hidden_size unless given)."""
+        values = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "pre_layer_norm")}
+        values = {"embedding_size": config.hidden_size, **values, "pre_layer_norm": config.pre_layer_norm, **overrides}
+        return cls.from_dict(values)
+
+    def validate(self) -> None:
+        super().validate()
+        size = self.embedding_size
+        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+            raise ConfigError(f"field 'embedding_size' must be a positive integer, got {size!r}")
+        if self.summary_type not in SUMMARY_TYPES:
+            raise ConfigError(f"field 'summary_type' must be one of {', '.join(SUMMARY_TYPES)}, got {self.summary_type!r}")
+        if self.summary_activation is not None and self.summary_activation not in ACTIVATIONS and self.summary_activation != "tanh":
+            raise ConfigError(f"field 'summary_activation' must be tanh, {', '.join(ACTIVATIONS)} or null, "
+                              f"got {self.summary_activation!r}")
+        value = self.summary_last_dropout
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ConfigError(f"field 'summary_last_dropout' must be in [0, 1), got {value!r}")
+
+
+def generator_config(config: ElectraConfig, size: float) -> ElectraConfig:
+    """The generator for discriminator `config`: hidden size, heads and FFN scaled by `size`.
+
+    As the ELECTRA paper's generators: same depth and embedding width (the embeddings are
+    shared), hidden = round(size * H), heads = round(size * A) (at least 1, dividing the
+    hidden size), intermediate = round(size * I). `size` must be in (0, 1]: a generator
+    larger than its discriminator is an error (it makes the task too hard, paper sec. 3.2).
+    """
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0.0 < size <= 1.0:
+        raise ConfigError(f"field 'generator_size' must be in (0, 1] (a fraction of the discriminator's "
+                          f"hidden size; a larger generator is not allowed), got {size!r}")
+    hidden = max(1, round(config.hidden_size * size))
+    heads = max(1, min(hidden, round(config.num_attention_heads * size)))
+    while hidden % heads:
+        heads -= 1
+    return dataclasses.replace(
+        config, hidden_size=hidden, num_attention_heads=heads,
+        intermediate_size=max(1, round(config.intermediate_size * size)), extra={},
+        id2label=None, label2id=None, problem_type=None,
+    )
+
+
+def _with_width(config: ElectraConfig, width: int) -> BertConfig:
+    """A BertConfig view of `config` whose hidden_size is `width` (for the embeddings)."""
+    return BertConfig(vocab_size=config.vocab_size, hidden_size=width, num_attention_heads=1, intermediate_size=1,
+                      hidden_dropout_prob=config.hidden_dropout_prob, max_position_embeddings=config.max_position_embeddings,
+                      type_vocab_size=config.type_vocab_size, layer_norm_eps=config.layer_norm_eps,
+                      pad_token_id=config.pad_token_id)
+
+
+class ElectraEmbeddings(BertEmbeddings):
+    """BERT's input representation at width `embedding_size`: (B, T) ids -> (B, T, E)."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__(_with_width(config, config.embedding_size))
+
+
+class ElectraPreTrainedModel(BertPreTrainedModel):
+    """HF-layout loading and saving with an `ElectraConfig`; the encoder lives at `electra.`."""
+
+    backbone_prefix = "electra."
+    base_model_prefix = "electra"
+    optional_prefixes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, strict: bool = True, output_loading_info: bool = False,
+                        config: ElectraConfig | None = None):
+        """Load config.json + model.safetensors (or pytorch_model.bin, weights only); see BertPreTrainedModel."""
+        config = config if config is not None else ElectraConfig.from_pretrained(directory)
+        return super().from_pretrained(directory, strict=strict, output_loading_info=output_loading_info, config=config)
+
+
+class ElectraModel(ElectraPreTrainedModel):
+    """Embeddings (width E) -> `embeddings_project` (E -> H, when E != H) -> encoder. No pooler."""
+
+    backbone_prefix = ""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__(config)
+        self.embeddings = ElectraEmbeddings(config)
+        if config.embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(config.embedding_size, config.hidden_size)
+        else:
+            self.embeddings_project = None
+        self.encoder = BertEncoder(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertModelOutput:
+        """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
+
+        Returns last_hidden_state (B, T, H), pooler_output None, and on request the hidden
+        states (the projected embeddings first) and attention probabilities."""
+        mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
+        hidden = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        if self.embeddings_project is not None:
+            hidden = self.embeddings_project(hidden)  # (B, T, H)
+        last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)
+        return BertModelOutput(last, None, all_hidden, attentions)
+
+
+@dataclass
+class ElectraForPreTrainingOutput(ModelOutput):
+    """loss: mean BCE of replaced (1) vs original (0) over the real tokens; logits: (B, T)."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    """loss: mean CE over positions with label != -100; logits: (B, T, V)."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+class ElectraDiscriminatorPredictions(nn.Module):
+    """(B, T, H) -> dense -> hidden_act -> dense_prediction -> (B, T) replaced-token logits."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.act(self.dense(hidden_states))).squeeze(-1)
+
+
+class ElectraGeneratorPredictions(nn.Module):
+    """(..., H) -> dense -> GELU (exact, whatever hidden_act is, as HF) -> LayerNorm -> (..., E)."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.embedding_size)
+        self.LayerNorm = nn.LayerNorm(config.embedding_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(F.gelu(self.dense(hidden_states)))
+
+
+class ElectraGeneratorLMHead(nn.Module):
+    """The output layer tied to the word embeddings (V, E): only its bias is a parameter,
+    the matrix is passed in, so the state dict holds it once (HF: `generator_lm_head`)."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        """(..., E), (V, E) -> logits (..., V)."""
+        return F.linear(hidden_states, word_embeddings, self.bias)
+
+
+class ElectraForPreTraining(ElectraPreTrainedModel):
+    """The discriminator: one logit per token, > 0 = replaced (HF semantics)."""
+
+    optional_prefixes = ("discriminator_predictions.",)
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__(config)
+        self.electra = ElectraModel(config)
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> ElectraForPreTrainingOutput:
+        """labels: (B, T) 1 = replaced, 0 = original; the loss is the mean BCE over the
+        positions with attention_mask 1 (all positions without a mask)."""
+        out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.discriminator_predictions(out.last_hidden_state)  # (B, T)
+        loss = None
+        if labels is not None:
+            active = attention_mask.bool() if attention_mask is not None else torch.ones_like(labels, dtype=torch.bool)
+            loss = F.binary_cross_entropy_with_logits(logits[active], labels[active].to(logits.dtype))
+        return ElectraForPreTrainingOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class ElectraForMaskedLM(ElectraPreTrainedModel):
+    """The generator: MLM logits through the tied output layer (HF semantics)."""
+
+    optional_prefixes = ("generator_predictions.", "generator_lm_head.")
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__(config)
+        self.electra = ElectraModel(config)
+        self.generator_predictions = ElectraGeneratorPredictions(config)
+        self.generator_lm_head = ElectraGeneratorLMHead(config)
+        self.init_weights()
+
+    def mlm_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(..., H) encoder states -> (..., V) vocabulary logits."""
+        projected = self.generator_predictions(hidden_states)  # (..., E)
+        return self.generator_lm_head(projected, self.electra.embeddings.word_embeddings.weight)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MaskedLMOutput:
+        """labels: (B, T) original ids at masked positions, -100 elsewhere. logits: (B, T, V)."""
+        out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.mlm_logits(out.last_hidden_state)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
+        return MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+# ---- fine-tuning heads -------------------------------------------------------------------
+
+
+class ElectraClassificationHead(nn.Module):
+    """[CLS] state -> dropout -> dense -> GELU -> dropout -> out_proj: (B, T, H) -> (B, K)."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        x = self.dropout(hidden_states[:, 0])  # (B, H)
+        return self.out_proj(self.dropout(F.gelu(self.dense(x))))
+
+
+class ElectraForSequenceClassification(ElectraPreTrainedModel):
+    """HF's ElectraForSequenceClassification; losses as BertForSequenceClassification."""
+
+    optional_prefixes = ("classifier.",)
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.electra = ElectraModel(config)
+        self.classifier = ElectraClassificationHead(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> SequenceClassifierOutput:
+        """labels: (B,) int64 class ids, (B,) float for regression, (B, K) float multi-label."""
+        out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.classifier(out.last_hidden_state)  # (B, K)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)

@@ -1,0 +1,155 @@
+"""ELECTRA models against transformers: discriminator, generator and classifier on seeded
+random tiny models with a padded batch, checkpoints loading in both directions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+from bertkit.errors import ConfigError
+from bertkit.model.electra import (
+    ElectraConfig,
+    ElectraForMaskedLM,
+    ElectraForPreTraining,
+    ElectraForSequenceClassification,
+    ElectraModel,
+    generator_config,
+)
+
+B, T = 3, 10
+
+
+def _config(**overrides) -> ElectraConfig:
+    values = dict(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=64)
+    return ElectraConfig.from_dict({**values, **overrides})
+
+
+def _inputs(seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 120, (B, T), generator=gen)
+    types = torch.zeros_like(ids)
+    types[:, T // 2:] = 1
+    mask = torch.ones_like(ids)
+    mask[1:, -3:] = 0  # padding in two rows, none in the first
+    return ids, types, mask
+
+
+def _hf(config: ElectraConfig):
+    return transformers.ElectraConfig(**config.to_dict())
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("embedding_size", [16, 32])  # projected and not
+@pytest.mark.parametrize("ours_cls,hf_name", [(ElectraForPreTraining, "ElectraForPreTraining"),
+                                               (ElectraForMaskedLM, "ElectraForMaskedLM")])
+def test_transformers_checkpoint_loads_here(tmp_path, ours_cls, hf_name, embedding_size):
+    config = _config(embedding_size=embedding_size)
+    torch.manual_seed(1)
+    ref = getattr(transformers, hf_name)(_hf(config)).eval()
+    ref.save_pretrained(tmp_path)
+    ours, info = ours_cls.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == []
+    assert (ours.electra.embeddings_project is None) == (embedding_size == 32)
+    ids, types, mask = _inputs()
+    labels = (torch.rand(B, T, generator=torch.Generator().manual_seed(5)) < 0.3).long()
+    if ours_cls is ElectraForMaskedLM:
+        labels = torch.where(labels.bool(), ids, torch.full_like(ids, -100))
+    with torch.no_grad():
+        a = ours(ids, types, mask, labels=labels, output_hidden_states=True)
+        b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, output_hidden_states=True)
+    real = mask.bool()
+    if ours_cls is ElectraForPreTraining:
+        _close(a.logits[real], b.logits[real])
+    else:
+        _close(a.logits[real], b.logits[real])
+    _close(a.loss, b.loss)
+    assert len(a.hidden_states) == len(b.hidden_states) == config.num_hidden_layers + 1
+    _close(a.hidden_states[-1][real], b.hidden_states[-1][real])
+
+
+@pytest.mark.parametrize("ours_cls,hf_name", [(ElectraForPreTraining, "ElectraForPreTraining"),
+                                               (ElectraForMaskedLM, "ElectraForMaskedLM"),
+                                               (ElectraForSequenceClassification, "ElectraForSequenceClassification")])
+def test_bertkit_checkpoint_loads_in_transformers(tmp_path, ours_cls, hf_name):
+    config = _config(num_labels=3) if ours_cls is ElectraForSequenceClassification else _config()
+    torch.manual_seed(2)
+    ours = ours_cls(config).eval()
+    with torch.no_grad():  # a non-zero output bias, so the test sees it
+        for name, param in ours.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.1)
+    ours.save_pretrained(tmp_path)
+    ref, info = getattr(transformers, hf_name).from_pretrained(tmp_path, output_loading_info=True)
+    ref.eval()
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    ids, types, mask = _inputs(1)
+    with torch.no_grad():
+        a = ours(ids, types, mask)
+        b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
+    real = mask.bool()
+    if ours_cls is ElectraForSequenceClassification:
+        _close(a.logits, b.logits)
+    else:
+        _close(a.logits[real], b.logits[real])
+    # the bare encoder loads from the same checkpoint, the head reported as unexpected
+    backbone = ElectraModel.from_pretrained(tmp_path)
+    assert backbone.loading_info["missing_keys"] == []
+    ref_backbone = transformers.ElectraModel.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        _close(backbone(ids, types, mask).last_hidden_state[real],
+               ref_backbone(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[real])
+
+
+def test_sequence_classification_losses_match_transformers(tmp_path):
+    config = _config(num_labels=3)
+    torch.manual_seed(3)
+    ref = transformers.ElectraForSequenceClassification(_hf(config)).eval()
+    ref.save_pretrained(tmp_path)
+    ours = ElectraForSequenceClassification.from_pretrained(tmp_path)
+    ids, types, mask = _inputs(2)
+    labels = torch.tensor([0, 2, 1])
+    with torch.no_grad():
+        a = ours(ids, types, mask, labels=labels)
+        b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
+    _close(a.logits, b.logits)
+    _close(a.loss, b.loss)
+
+
+def test_discriminator_checkpoint_starts_a_classifier_with_a_fresh_head(tmp_path):
+    torch.manual_seed(4)
+    ElectraForPreTraining(_config()).save_pretrained(tmp_path)
+    model = ElectraForSequenceClassification.from_pretrained(tmp_path)
+    assert sorted(model.loading_info["missing_keys"]) == sorted(
+        f"classifier.{k}" for k in ("dense.weight", "dense.bias", "out_proj.weight", "out_proj.bias"))
+
+
+def test_config_round_trip_and_errors(tmp_path):
+    config = _config()
+    hf = _hf(config)
+    assert hf.embedding_size == 16 and hf.model_type == "electra"
+    hf.save_pretrained(tmp_path)
+    again = ElectraConfig.from_pretrained(tmp_path)
+    assert (again.embedding_size, again.hidden_size, again.summary_type) == (16, 32, "first")
+    with pytest.raises(ConfigError, match="embedding_size"):
+        _config(embedding_size=0)
+    with pytest.raises(ConfigError, match="model_type"):
+        ElectraConfig.from_dict({**config.to_dict(), "model_type": "bert"})
+    preset = ElectraConfig.from_preset("small")
+    assert (preset.hidden_size, preset.embedding_size, preset.num_attention_heads) == (512, 512, 8)
+
+
+def test_generator_config_scales_width_heads_and_ffn():
+    disc = ElectraConfig.from_preset("small", embedding_size=128)
+    gen = generator_config(disc, 0.25)
+    assert (gen.hidden_size, gen.num_attention_heads, gen.intermediate_size) == (128, 2, 512)
+    assert (gen.embedding_size, gen.num_hidden_layers, gen.vocab_size) == (128, 4, disc.vocab_size)
+    tiny = generator_config(_config(), 0.25)  # 4 heads * 0.25 = 1 head of width 8
+    assert (tiny.hidden_size, tiny.num_attention_heads) == (8, 1)
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ConfigError, match="generator_size"):
+            generator_config(disc, bad)
