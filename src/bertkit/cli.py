@@ -18,6 +18,7 @@ from bertkit.errors import BertkitError
 COMMAND_MODULES = [
     "bertkit.commands.data",
     "bertkit.commands.demo",
+    "bertkit.commands.distill",
     "bertkit.commands.embed",
     "bertkit.commands.evaluate",
     "bertkit.commands.fill_mask",

@@ -1,0 +1,138 @@
+"""`bertkit distill`: a smaller student learns from a teacher (DistilBERT, TinyBERT, Hinton).
+
+  bertkit distill --teacher runs/mini/final --student-layers 2 --data data/ --output-dir runs/distilled
+  bertkit distill --teacher runs/mini/final --data data/ --output-dir runs/tiny --hidden-loss --attention-loss
+  bertkit distill --teacher runs/mrpc/best --task glue --glue-task mrpc --data glue/MRPC --output-dir runs/mrpc-small
+
+Without --task: general distillation on a `bertkit data build` directory; with --task glue
+or classify: task distillation on the task's training file (best/ by the dev metric).
+Configuration: defaults, `--config run.yaml`, the flags, then `--set key=value` (fields of
+bertkit.training.distill.DistillConfig / TaskDistillConfig; `student.X` for the student's
+BertConfig fields, e.g. --set student.hidden_size=256).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# flag attribute -> config field, for both modes
+_COMMON = {"teacher": "teacher", "output_dir": "output_dir", "student_layers": "student_layers",
+           "temperature": "temperature", "alpha_soft": "alpha_soft", "alpha_hard": "alpha_hard", "lr": "lr",
+           "batch_size": "batch_size", "seed": "seed", "max_steps": "max_steps"}
+_TASK = {"glue_task": "glue_task", "train": "train", "dev": "dev", "text_column": "text_column",
+         "pair_column": "pair_column", "label_column": "label_column", "epochs": "epochs",
+         "max_seq_length": "max_seq_length"}
+_GENERAL = {"data": "data", "alpha_cos": "alpha_cos"}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("distill", help="distil a teacher BERT into a smaller student (general or task)",
+                              description="General distillation on pre-training data (--data DIR from `bertkit data "
+                                          "build`), or task distillation with --task glue|classify.")
+    p.add_argument("--teacher", metavar="DIR", help="teacher checkpoint (bertkit or Hugging Face BERT)")
+    p.add_argument("--output-dir", metavar="DIR", help="run folder")
+    p.add_argument("--data", metavar="DIR", help="general: a `bertkit data build` directory; task glue: the task folder")
+    p.add_argument("--student-layers", type=int, metavar="N", help="student depth (default: half the teacher's)")
+    p.add_argument("--temperature", type=float, help="softmax temperature of the soft targets (default 2)")
+    p.add_argument("--alpha-soft", type=float, help="weight of the soft-target loss (general 5, task 1)")
+    p.add_argument("--alpha-hard", type=float, help="weight of the hard MLM / label loss (general 2, task 1)")
+    p.add_argument("--alpha-cos", type=float, help="general: weight of the last-hidden-state cosine loss (default 1)")
+    p.add_argument("--hidden-loss", action="store_true", help="general: TinyBERT hidden-state MSE (weight 1, or "
+                                                              "--set alpha_hidden=W)")
+    p.add_argument("--attention-loss", action="store_true", help="general: TinyBERT attention-map MSE (weight 1, or "
+                                                                 "--set alpha_attention=W)")
+    p.add_argument("--cache-teacher", action="store_true", help="store the teacher's outputs under "
+                                                                "OUTPUT/teacher-cache/ (a resumed run reuses them)")
+    p.add_argument("--task", choices=("glue", "classify"), help="task distillation on a classification task")
+    p.add_argument("--glue-task", help="with --task glue: mrpc, sst2, cola, qnli, rte, ...")
+    p.add_argument("--train", metavar="FILE", help="task: training file (default: DATA/train.tsv for glue)")
+    p.add_argument("--dev", metavar="FILE", help="task: dev file, picks best/ (default: DATA/dev.tsv for glue)")
+    p.add_argument("--text-column", help="task classify: column of the text")
+    p.add_argument("--pair-column", help="task classify: column of the second text")
+    p.add_argument("--label-column", help="task classify: column of the label")
+    p.add_argument("--epochs", type=int, help="task: epochs (default 3)")
+    p.add_argument("--max-seq-length", type=int, help="task: tokens per sequence (default 128)")
+    p.add_argument("--max-steps", type=int, help="optimizer steps (general default 10000; task: epochs)")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--batch-size", type=int, help="sequences per optimizer step")
+    p.add_argument("--seed", type=int, help="seed (default 42)")
+    p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set alpha_cos=0 or "
+                                                                     "--set student.hidden_size=256 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="general: continue the run in --output-dir")
+    p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds a run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def config_values(args: argparse.Namespace) -> dict:
+    """Flag values (those given) as config fields for the chosen mode."""
+    from bertkit.errors import ConfigError
+
+    values = {}
+    fields = {**_COMMON, **(_TASK if args.task else _GENERAL)}
+    for flag, name in fields.items():
+        if getattr(args, flag) is not None:
+            values[name] = getattr(args, flag)
+    if args.task:
+        for flag in ("alpha_cos", "hidden_loss", "attention_loss"):
+            if getattr(args, flag):
+                raise ConfigError(f"--{flag.replace('_', '-')} applies to general distillation (without --task)")
+        values["family"] = "classification"
+        if args.task == "glue":
+            if not args.glue_task:
+                raise ConfigError("--task glue needs --glue-task NAME (e.g. mrpc)")
+            if args.data:
+                from bertkit.finetuning import glue_file
+
+                values.setdefault("train", glue_file(args.data, args.glue_task, "train"))
+                if args.dev is None:
+                    values["dev"] = glue_file(args.data, args.glue_task, "dev")
+        elif args.text_column is None and "text_column" not in values:
+            raise ConfigError("--task classify needs --text-column NAME")
+    else:
+        for flag in ("glue_task", "train", "dev", "text_column", "pair_column", "label_column", "epochs",
+                     "max_seq_length"):
+            if getattr(args, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} applies to task distillation (--task glue|classify)")
+        if args.hidden_loss:
+            values["alpha_hidden"] = 1.0
+        if args.attention_loss:
+            values["alpha_attention"] = 1.0
+    if args.cache_teacher:
+        values["cache_teacher"] = True
+    if args.no_progress:
+        values["progress"] = False
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.training.config import parse_set_arguments, read_yaml_config
+    from bertkit.training.distill import DistillConfig, TaskDistillConfig, build_config, distill_general, distill_task
+
+    values = read_yaml_config(args.config) if args.config else {}
+    values.update(config_values(args))
+    overrides = parse_set_arguments(args.set)
+    if args.task:
+        if args.resume:
+            from bertkit.errors import ConfigError
+
+            raise ConfigError("--resume applies to general distillation; task runs are short (start over)")
+        config = build_config(TaskDistillConfig, values, overrides, source=args.config or "config")
+        result = distill_task(config, overwrite=args.overwrite, notify=lambda line: print(line, file=sys.stderr))
+        if result.teacher_metrics and result.best_metric is not None:
+            teacher = result.teacher_metrics.get(result.metric)
+            print(f"student dev {result.metric} {result.best_metric:.4f} vs teacher {teacher:.4f} "
+                  f"({result.student_parameters / 1e6:.2f}M vs {result.teacher_parameters / 1e6:.2f}M parameters)")
+        where = result.best_dir or result.output_dir / "final"
+        print(f"{'best' if result.best_dir else 'final'} model: {where}  (report: {result.output_dir / 'report.md'})")
+        return 0
+    if args.resume:
+        values.setdefault("data", "<saved>")
+        values.setdefault("teacher", "<saved>")
+    config = build_config(DistillConfig, values, overrides, source=args.config or "config")
+    result = distill_general(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides)
+    if result.final_dir is not None:
+        print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
+    return 0
