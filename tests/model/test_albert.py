@@ -197,3 +197,15 @@ def test_config_round_trip_and_hf_defaults(tmp_path):
 def test_config_errors_name_the_field(values, message):
     with pytest.raises(ConfigError, match=message):
         AlbertConfig.from_dict({**TINY, **values})
+
+
+def test_family_registry_resolves_albert_checkpoints(tmp_path):
+    from bertkit.model.families import family_of, load_config, task_model_class
+
+    AlbertForPreTraining(AlbertConfig(**TINY, share_layers="ffn")).save_pretrained(tmp_path)
+    assert family_of(tmp_path).backbone_class() is AlbertModel
+    config = load_config(tmp_path)
+    assert type(config) is AlbertConfig and config.sharing == "ffn"
+    assert task_model_class(config, "classification") is AlbertForSequenceClassification
+    with pytest.raises(BertkitError, match="albert models have no qa head"):
+        task_model_class(config, "qa")

@@ -59,6 +59,9 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": f"{_BERT_HEADS}:BertForMultipleChoice",
         "qa": f"{_BERT_HEADS}:BertForQuestionAnswering",
     }),
+    "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
+        "classification": "bertkit.model.albert:AlbertForSequenceClassification",
+    }),
 }
 
 
