@@ -22,7 +22,7 @@ PYTORCH_NAME = "pytorch_model.bin"
 
 # Keys HF may store that carry no learned state of their own in bertkit.
 _DERIVED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids", "cls.predictions.decoder.weight",
-                 "cls.predictions.decoder.bias")
+                 "cls.predictions.decoder.bias", "lm_head.decoder.weight", "lm_head.decoder.bias")
 
 
 def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
@@ -55,17 +55,20 @@ def _canonical_key(key: str) -> str:
     return key
 
 
-def _align_prefix(state: dict[str, torch.Tensor], backbone_prefix: str) -> dict[str, torch.Tensor]:
-    """Map checkpoint keys onto the model's naming: add or strip the "bert." prefix.
+def _align_prefix(
+    state: dict[str, torch.Tensor], backbone_prefix: str, base_prefix: str = "bert.", head_roots: tuple[str, ...] = ("cls.",)
+) -> dict[str, torch.Tensor]:
+    """Map checkpoint keys onto the model's naming: add or strip the backbone prefix.
 
     A bare `BertModel` checkpoint has no prefix; one saved from a model with heads
-    (BertForPreTraining, BertForMaskedLM, ...) prefixes backbone keys with "bert.".
+    (BertForPreTraining, BertForMaskedLM, ...) prefixes backbone keys with "bert."
+    (`base_prefix`: "roberta." for RoBERTa). Keys under `head_roots` are never prefixed.
     """
-    has_prefix = any(k.startswith("bert.") for k in state)
+    has_prefix = any(k.startswith(base_prefix) for k in state)
     if backbone_prefix and not has_prefix:
-        return {(k if k.startswith("cls.") else backbone_prefix + k): v for k, v in state.items()}
+        return {(k if k.startswith(head_roots) else backbone_prefix + k): v for k, v in state.items()}
     if not backbone_prefix and has_prefix:
-        return {k.removeprefix("bert."): v for k, v in state.items()}
+        return {k.removeprefix(base_prefix): v for k, v in state.items()}
     return state
 
 
@@ -77,7 +80,10 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
     """
     raw, path = read_state_dict(directory)
     state = {_canonical_key(k): v for k, v in raw.items()}
-    state = _align_prefix(state, model.backbone_prefix)
+    base_prefix = getattr(model, "base_model_prefix", "bert") + "."  # HF's attribute holding the encoder
+    head_roots = ("cls.",) + tuple(sorted({k.split(".")[0] + "." for k in model.state_dict()
+                                           if model.backbone_prefix and not k.startswith(model.backbone_prefix)}))
+    state = _align_prefix(state, model.backbone_prefix, base_prefix, head_roots)
     state = {k: v for k, v in state.items() if not k.endswith(_DERIVED_KEYS)}
     expected = model.state_dict()
     for key, tensor in state.items():

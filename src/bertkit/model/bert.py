@@ -116,9 +116,14 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> BertModelOutput:
-        """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token)."""
+        """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
+
+        attention_mask may also be (B, T, T) (HF semantics): row i = the keys query i sees,
+        e.g. a causal mask for a left-to-right LM."""
         mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: skip masking
+        if attention_mask is not None and attention_mask.dim() == 3:
+            mask = attention_mask.bool()[:, None]  # (B, 1, T, T): keys each query attends to
+        elif attention_mask is not None and not bool(attention_mask.all()):  # no padding: skip masking
             mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
         hidden = self.embeddings(input_ids, token_type_ids)
         last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)

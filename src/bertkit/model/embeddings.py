@@ -25,15 +25,22 @@ class BertEmbeddings(nn.Module):
         self.dropout = Dropout(config.hidden_dropout_prob)
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings), persistent=False)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """input_ids, token_type_ids: (B, T) int64 -> (B, T, H) float."""
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """input_ids, token_type_ids: (B, T) int64 -> (B, T, H) float.
+
+        position_ids: (B, T) or (T,) int64; None = 0..T-1 (RoBERTa passes its own, offset past padding)."""
         seq_len = input_ids.shape[1]
-        if seq_len > self.position_embeddings.num_embeddings:
+        last = seq_len - 1 if position_ids is None or position_ids.numel() == 0 else int(position_ids.max())
+        if position_ids is None:
+            position_ids = self.position_ids[:seq_len]
+        if last >= self.position_embeddings.num_embeddings:
             raise ValueError(
-                f"sequence length {seq_len} exceeds max_position_embeddings "
+                f"sequence length {seq_len} (position ids up to {last}) exceeds max_position_embeddings "
                 f"{self.position_embeddings.num_embeddings}; truncate the input"
             )
-        embeddings = self.word_embeddings(input_ids) + self.position_embeddings(self.position_ids[:seq_len])
+        embeddings = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
         if token_type_ids is None:
             embeddings = embeddings + self.token_type_embeddings.weight[0]
         else:

@@ -1,0 +1,214 @@
+"""RoBERTa: the BERT encoder with RoBERTa's embeddings and heads (Hugging Face names and semantics).
+
+The encoder layers are BERT's (`BertModel`); what differs is small and lives here:
+- positions: `padding_idx + 1 + (index among the non-padding tokens)`, padding itself at
+  `padding_idx` (HF `create_position_ids_from_input_ids`), so a checkpoint has
+  `max_position_embeddings = max_seq_length + padding_idx + 1` (514 for 512 tokens);
+- one token type (`type_vocab_size` 1 in RoBERTa's own checkpoints);
+- the MLM head `lm_head` (dense -> exact GELU -> `layer_norm` -> decoder tied to the word
+  embeddings, plus `bias`) and the classification head `classifier.dense/out_proj` on `<s>`.
+
+State-dict keys equal transformers' (`roberta.embeddings.*`, `roberta.encoder.*`,
+`lm_head.dense/layer_norm/bias`, `classifier.dense/out_proj`), so a checkpoint moves
+both ways with `from_pretrained` / `save_pretrained`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.outputs import ModelOutput, SequenceClassifierOutput
+from bertkit.model.task_heads import classifier_dropout, problem_type, sequence_classification_loss
+
+
+@dataclass
+class RobertaConfig(BertConfig):
+    """HF `RobertaConfig`: BertConfig's fields with RoBERTa's defaults (`model_type` "roberta", pad id 1)."""
+
+    vocab_size: int = 50265
+    pad_token_id: int = 1
+    model_type: str = "roberta"
+
+
+def roberta_position_ids(input_ids: torch.Tensor, padding_idx: int) -> torch.Tensor:
+    """(B, T) ids -> (B, T) positions: padding_idx + 1, + 2, ... over the non-padding tokens; padding_idx at padding."""
+    real = input_ids.ne(padding_idx).int()  # (B, T)
+    return (torch.cumsum(real, dim=1) * real).long() + padding_idx
+
+
+class RobertaEmbeddings(BertEmbeddings):
+    """BERT's embedding sum with positions counted past `padding_idx` (padding rows stay at padding_idx)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.padding_idx = config.pad_token_id
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size,
+                                                padding_idx=config.pad_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        unpadding=None,
+    ) -> torch.Tensor:
+        """input_ids, token_type_ids: (B, T) int64 -> (B, T, H), or packed (N, H) rows of the
+        real tokens with `unpadding` (bertkit.model.unpad)."""
+        if position_ids is None:
+            position_ids = roberta_position_ids(input_ids, self.padding_idx)  # (B, T)
+        if unpadding is None:
+            return super().forward(input_ids, token_type_ids, position_ids)
+        return super().forward(input_ids, token_type_ids, position_ids, unpadding=unpadding)
+
+
+class RobertaPreTrainedModel(BertPreTrainedModel):
+    """RoBERTa's config class and its encoder attribute `roberta` (HF's base_model_prefix)."""
+
+    base_model_prefix = "roberta"
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        directory: str | os.PathLike,
+        strict: bool = True,
+        output_loading_info: bool = False,
+        config: BertConfig | None = None,
+    ):
+        """config.json (a RobertaConfig) + weights; see `BertPreTrainedModel.from_pretrained`."""
+        config = config if config is not None else RobertaConfig.from_pretrained(directory)
+        return super().from_pretrained(directory, strict, output_loading_info, config)
+
+
+class RobertaModel(RobertaPreTrainedModel, BertModel):
+    """Embeddings (RoBERTa positions) -> BERT encoder -> pooler; forward as `BertModel.forward`."""
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__(config, add_pooling_layer)
+        self.embeddings = RobertaEmbeddings(config)
+        self.init_weights()
+
+
+class RobertaLMHead(nn.Module):
+    """dense -> GELU (exact, whatever `hidden_act` says, as HF) -> layer_norm -> tied decoder + bias."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def transform(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(F.gelu(self.dense(hidden_states)))
+
+    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        """hidden_states: (..., H); word_embeddings: (V, H) -> logits (..., V)."""
+        return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
+
+    def loss_and_logits(
+        self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """hidden_states: (N, H) at masked positions, targets (N,) -> (mean CE, logits (N, V)), fused."""
+        return decoder_cross_entropy(self.transform(hidden_states), word_embeddings, self.bias, targets)
+
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    """loss: mean CE over the labelled positions; logits: (B, T, V) without `labels`, else
+    (N, V) at the N positions with label != -100 (row-major, see `masked_positions` (N, 2))."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    masked_positions: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+class RobertaForMaskedLM(RobertaPreTrainedModel):
+    """RoBERTa with its MLM head (HF `RobertaForMaskedLM`; no pooler)."""
+
+    backbone_prefix = "roberta."
+    optional_prefixes = ("lm_head.", "roberta.pooler.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.roberta = RobertaModel(config, add_pooling_layer=False)
+        self.lm_head = RobertaLMHead(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MaskedLMOutput:
+        """input_ids, token_type_ids, attention_mask: (B, T); labels: (B, T) original ids at
+        masked positions, -100 elsewhere (then only those positions are projected)."""
+        out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        word_embeddings = self.roberta.embeddings.word_embeddings.weight
+        if labels is None:
+            logits = self.lm_head(out.last_hidden_state, word_embeddings)  # (B, T, V)
+            return MaskedLMOutput(None, logits, None, out.hidden_states, out.attentions)
+        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+        selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
+        loss, logits = self.lm_head.loss_and_logits(selected, word_embeddings, labels[positions[:, 0], positions[:, 1]])
+        return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
+
+
+class RobertaClassificationHead(nn.Module):
+    """<s> vector -> dropout -> dense -> tanh -> dropout -> out_proj (K outputs)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) -> (B, K)."""
+        x = torch.tanh(self.dense(self.dropout(hidden_states[:, 0])))
+        return self.out_proj(self.dropout(x))
+
+
+class RobertaForSequenceClassification(RobertaPreTrainedModel):
+    """HF `RobertaForSequenceClassification`: the classification head on `<s>` (no pooler);
+    losses as `BertForSequenceClassification` (by `problem_type`)."""
+
+    backbone_prefix = "roberta."
+    optional_prefixes = ("classifier.", "roberta.pooler.")
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roberta = RobertaModel(config, add_pooling_layer=False)
+        self.classifier = RobertaClassificationHead(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> SequenceClassifierOutput:
+        """input_ids, token_type_ids, attention_mask: (B, T); labels: (B,) class ids, (B,) float
+        (regression) or (B, K) float (multi-label)."""
+        out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        logits = self.classifier(out.last_hidden_state)  # (B, K)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
