@@ -40,10 +40,17 @@ class PretrainConfig(TrainingConfig):
     mlm_probability: float = 0.15
     max_predictions_per_seq: int | None = None
     model: dict = field(default_factory=dict)
+    generator_size: float = 0.25  # electra: the generator's hidden size as a fraction of the discriminator's
+    disc_weight: float = 50.0  # electra: lambda, the weight of the discriminator's loss
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("masking", self.masking, MASKING_STRATEGIES)
+        if not 0.0 < self.generator_size <= 1.0:
+            raise ConfigError(f"field 'generator_size' must be in (0, 1] (a fraction of the discriminator's hidden "
+                              f"size; a generator larger than the discriminator is not allowed), got {self.generator_size}")
+        if not self.disc_weight > 0.0:
+            raise ConfigError(f"field 'disc_weight' must be positive, got {self.disc_weight}")
         from bertkit.objectives import get_objective
 
         get_objective(self.objective)
@@ -94,6 +101,7 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
         raise BertkitError(f"{output_dir}: already holds a run; pass --resume to continue it or --overwrite to start over")
 
     objective_cls = get_objective(config.objective)
+    options = objective_cls.run_options(config)  # objective-specific fields (ELECTRA's generator_size, ...)
     train = PretrainingDataset.open(config.data, "train")
     objective_cls.check_data(train)
     eval_data = _open_eval(config.data)
@@ -114,11 +122,12 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
                 raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
                                    f"max_position_embeddings {model.config.max_position_embeddings}")
         else:
-            model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model)
-            model = objective_cls.build_model(model_config)
+            model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
+                                         config_class=objective_cls.config_class)
+            model = objective_cls.build_model(model_config, **options)
         masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
                                 max_predictions_per_seq=config.max_predictions_per_seq)
-        objective = objective_cls(model, train, eval_data, masking, config.seed)
+        objective = objective_cls(model, train, eval_data, masking, config.seed, **options)
         trainer = Trainer(objective, config.training_fields(), output_dir, ctx)
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from bertkit.errors import ConfigError
 OBJECTIVES = {
     "mlm_nsp": "bertkit.objectives.mlm_nsp:MlmNspObjective",
     "mlm": "bertkit.objectives.mlm_nsp:MlmObjective",
+    "electra": "bertkit.objectives.electra:ElectraObjective",
 }
 
 

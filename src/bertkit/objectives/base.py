@@ -30,6 +30,7 @@ class PretrainingObjective(TrainingProgram):
     name = ""
     data_formats: tuple[str, ...] = ("nsp", "packed", "sop")  # instance formats this objective trains on
     default_masking = "token"
+    config_class = BertConfig  # the model config a preset becomes (a BertConfig subclass for other families)
 
     def __init__(self, model: nn.Module, train: PretrainingDataset, eval_data: PretrainingDataset | None,
                  masking: MaskingConfig, seed: int):
@@ -43,6 +44,12 @@ class PretrainingObjective(TrainingProgram):
         self.masker = Masker.from_tokenizer(masking, self.tokenizer)
 
     # ---- models -----------------------------------------------------------------------
+    @classmethod
+    def run_options(cls, run_config: Any) -> dict[str, Any]:
+        """Objective-specific fields of the run's PretrainConfig, passed as keyword arguments
+        to `build_model` and to the constructor (e.g. ELECTRA's generator_size); none by default."""
+        return {}
+
     @classmethod
     def build_model(cls, config: BertConfig) -> nn.Module:
         raise NotImplementedError
@@ -122,10 +129,11 @@ def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
     return {"mlm_loss": mean, "mlm_accuracy": stats["mlm_correct"] / count, "mlm_perplexity": math.exp(min(mean, 50.0))}
 
 
-def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any]) -> BertConfig:
-    """A named size for a tokenizer's vocabulary; `overrides` are BertConfig fields."""
+def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any],
+                  config_class: type[BertConfig] = BertConfig) -> BertConfig:
+    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`."""
     values = {"vocab_size": vocab_size, "max_position_embeddings": max(512, max_seq_length), "pad_token_id": pad_token_id}
-    return BertConfig.from_preset(preset, **{**values, **overrides})
+    return config_class.from_preset(preset, **{**values, **overrides})
 
 
 def sequence_counts(labels: torch.Tensor) -> float:

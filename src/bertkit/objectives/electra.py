@@ -1,0 +1,236 @@
+"""ELECTRA's objective (Clark et al., 2020): replaced-token detection with a small MLM generator.
+
+Per batch: mask 15% of the tokens (ELECTRA's corruption: 85% [MASK], 15% unchanged, no
+random tokens); the generator (an `ElectraForMaskedLM` whose hidden size, heads and FFN
+are `generator_size` times the discriminator's) predicts the masked positions and each
+is replaced by a sample from its output distribution; the discriminator (an
+`ElectraForPreTraining`, the model kept) labels every real (non-padding) token of the
+result as original (0) or replaced (1). A sample equal to the original token counts as
+original. Sampling is outside the graph, so no gradient flows from the discriminator's
+loss into the generator except through the shared embeddings.
+
+    loss = L_MLM(generator) + disc_weight * L_disc      (disc_weight = lambda = 50)
+
+Both terms are means over the global batch: masked positions for the MLM loss, real
+tokens for the discriminator's binary cross-entropy. The embedding module (word,
+position and token-type embeddings and their LayerNorm, as the paper's tied embeddings)
+is one module shared by both networks.
+
+A checkpoint folder holds the discriminator (HF layout, loads with transformers'
+`ElectraForPreTraining`) and the generator in `generator/` (`ElectraForMaskedLM`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.data.masking import MaskingConfig
+from bertkit.errors import BertkitError
+from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.outputs import ModelOutput
+from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+
+GENERATOR_DIR = "generator"
+MASK_TOKEN_RATIO = 0.85  # ELECTRA's corruption of the selected positions: 85% [MASK], 15% kept
+
+
+def sample_tokens(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row from softmax(logits): (N, V) float -> (N,) int64. No gradient."""
+    if logits.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.long, device=logits.device)
+    probs = torch.softmax(logits.detach().float(), dim=-1)  # (N, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+def replace_tokens(
+    input_ids: torch.Tensor, labels: torch.Tensor, sampled: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The discriminator's input and targets.
+
+    input_ids: (B, T) the masked input; labels: (B, T) original ids at the N masked
+    positions, -100 elsewhere; sampled: (N,) the generator's tokens for those positions in
+    row-major order. Returns replaced ids (B, T) — the input with the samples written in —
+    and targets (B, T) int64: 1 where the token differs from the original text, 0 where it
+    equals it (a sample equal to the original is original), -100 at padding.
+    """
+    masked = labels != IGNORE_INDEX  # (B, T)
+    original = torch.where(masked, labels, input_ids)  # (B, T) the uncorrupted text
+    replaced = input_ids.clone()
+    replaced[masked] = sampled.to(replaced.dtype)  # boolean indexing is row-major, as nonzero()
+    targets = (replaced != original).long()
+    if attention_mask is not None:
+        targets = targets.masked_fill(~attention_mask.bool(), IGNORE_INDEX)
+    return replaced, targets
+
+
+@dataclass
+class ElectraStepOutput(ModelOutput):
+    """mlm_loss: the generator's mean CE over the N masked positions; mlm_logits: (N, V);
+    disc_logits: (B, T) replaced-token logits; disc_labels: (B, T) 1 replaced, 0 original,
+    -100 padding; replaced_ids: (B, T) the discriminator's input."""
+
+    mlm_loss: torch.Tensor
+    mlm_logits: torch.Tensor
+    disc_logits: torch.Tensor
+    disc_labels: torch.Tensor
+    replaced_ids: torch.Tensor
+
+
+class ElectraPretrainingModel(nn.Module):
+    """Generator + discriminator with one shared embedding module; `config` is the discriminator's."""
+
+    def __init__(self, discriminator: ElectraForPreTraining, generator: ElectraForMaskedLM):
+        super().__init__()
+        disc, gen = discriminator.config, generator.config
+        if gen.hidden_size > disc.hidden_size:
+            raise BertkitError(f"the generator (hidden size {gen.hidden_size}) is larger than the discriminator "
+                               f"(hidden size {disc.hidden_size}); ELECTRA needs a generator no larger")
+        for name in ("vocab_size", "embedding_size", "max_position_embeddings", "type_vocab_size"):
+            if getattr(gen, name) != getattr(disc, name):
+                raise BertkitError(f"generator and discriminator must share embeddings, but their {name} differ "
+                                   f"({getattr(gen, name)} vs {getattr(disc, name)})")
+        self.discriminator = discriminator
+        self.generator = generator
+        self.generator.electra.embeddings = self.discriminator.electra.embeddings  # shared (one module)
+        self.config = disc
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        labels: torch.Tensor,
+        sampler: torch.Generator | None = None,
+    ) -> ElectraStepOutput:
+        """input_ids: (B, T) masked input; labels: (B, T) original ids at masked positions,
+        -100 elsewhere; `sampler` draws the replacements."""
+        gen = self.generator
+        hidden = gen.electra(input_ids, token_type_ids, attention_mask).last_hidden_state  # (B, T, Hg)
+        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2) row-major
+        selected = gen.generator_predictions(hidden[positions[:, 0], positions[:, 1]])  # (N, E)
+        targets = labels[positions[:, 0], positions[:, 1]]  # (N,)
+        # only the masked positions are projected onto the vocabulary (fused with the loss)
+        mlm_loss, mlm_logits = decoder_cross_entropy(
+            selected, gen.electra.embeddings.word_embeddings.weight, gen.generator_lm_head.bias, targets)
+        with torch.no_grad():
+            sampled = sample_tokens(mlm_logits, sampler)
+        replaced, disc_labels = replace_tokens(input_ids, labels, sampled, attention_mask)
+        disc_logits = self.discriminator(replaced, token_type_ids, attention_mask).logits  # (B, T)
+        return ElectraStepOutput(mlm_loss, mlm_logits, disc_logits, disc_labels, replaced)
+
+
+class ElectraObjective(PretrainingObjective):
+    name = "electra"
+    data_formats = ("nsp", "packed", "sop")  # segments are read as text; sentence labels are ignored
+    config_class = ElectraConfig
+    progress_keys = ("mlm_accuracy", "disc_accuracy")
+    plot_panels = [
+        ("Loss", ["loss", "eval_loss"]),
+        ("Generator MLM accuracy", ["mlm_accuracy", "eval_mlm_accuracy"]),
+        ("Discriminator accuracy", ["disc_accuracy", "eval_disc_accuracy"]),
+        ("Replaced tokens: precision / recall", ["disc_precision", "disc_recall", "eval_disc_precision", "eval_disc_recall"]),
+    ]
+
+    def __init__(self, model, train, eval_data, masking: MaskingConfig, seed: int, *,
+                 generator_size: float = 0.25, disc_weight: float = 50.0):
+        masking = dataclasses.replace(masking, mask_token_ratio=MASK_TOKEN_RATIO, random_token_ratio=0.0)
+        super().__init__(model, train, eval_data, masking, seed)
+        self.disc_weight = float(disc_weight)
+
+    @classmethod
+    def run_options(cls, run_config: Any) -> dict[str, Any]:
+        return {"generator_size": run_config.generator_size, "disc_weight": run_config.disc_weight}
+
+    # ---- models -----------------------------------------------------------------------
+    @classmethod
+    def build_model(cls, config: ElectraConfig, *, generator_size: float = 0.25,
+                    disc_weight: float = 50.0) -> ElectraPretrainingModel:
+        discriminator = ElectraForPreTraining(config)
+        generator = ElectraForMaskedLM(generator_config(config, generator_size))
+        return ElectraPretrainingModel(discriminator, generator)
+
+    @classmethod
+    def load_model(cls, directory: Path) -> ElectraPretrainingModel:
+        """An ELECTRA run's folder: the discriminator, and the generator in generator/."""
+        from bertkit.model.families import read_model_type
+
+        directory = Path(directory)
+        model_type = read_model_type(directory)
+        if model_type != "electra" or not (directory / GENERATOR_DIR).is_dir():
+            what = f"a {model_type} checkpoint" if model_type != "electra" else f"an ELECTRA model without {GENERATOR_DIR}/"
+            raise BertkitError(f"{directory}: {what}; --objective electra continues from an ELECTRA run's folder "
+                               f"(the discriminator plus its generator in {GENERATOR_DIR}/)")
+        try:
+            model = ElectraPretrainingModel(ElectraForPreTraining.from_pretrained(directory),
+                                            ElectraForMaskedLM.from_pretrained(directory / GENERATOR_DIR))
+        except BertkitError as exc:
+            raise BertkitError(f"{directory}: {exc}") from None
+        model.train()
+        return model
+
+    def save_pretrained(self, model: ElectraPretrainingModel, directory: Path, state_dict=None) -> None:
+        """The discriminator in `directory`, the generator in `directory/generator/`, the tokenizer in both."""
+        state = model.state_dict() if state_dict is None else state_dict
+        parts = {}
+        for part in ("discriminator", "generator"):
+            prefix = f"{part}."
+            parts[part] = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        for key, value in parts["discriminator"].items():  # shared embeddings, in case a gatherer dropped the alias
+            if key.startswith("electra.embeddings."):
+                parts["generator"].setdefault(key, value)
+        model.discriminator.save_pretrained(directory, state_dict=parts["discriminator"])
+        model.generator.save_pretrained(Path(directory) / GENERATOR_DIR, state_dict=parts["generator"])
+        self.tokenizer.save_pretrained(directory)
+        self.tokenizer.save_pretrained(Path(directory) / GENERATOR_DIR)
+
+    # ---- loss -----------------------------------------------------------------------------
+    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        return {"mlm": sequence_counts(batch["labels"]), "disc": float(batch["attention_mask"].sum())}
+
+    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
+        labels = batch["labels"]
+        device = labels.device
+        sampler = torch.Generator(device=device)
+        if model.training:  # from the loop's per-micro-batch seeded stream: reproducible, resumable
+            sampler.manual_seed(int(torch.randint(2**62, (1,))))
+        else:  # evaluation: the same samples at every evaluation
+            sampler.manual_seed(self.seed)
+        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels, sampler)
+        stats = mlm_statistics(out.mlm_logits, labels, out.mlm_loss)
+        loss = out.mlm_loss * (stats["mlm_count"] / max(totals["mlm"], 1.0))
+        active = out.disc_labels != IGNORE_INDEX  # (B, T) real tokens
+        logits, targets = out.disc_logits[active].float(), out.disc_labels[active]
+        disc_sum = F.binary_cross_entropy_with_logits(logits, targets.float(), reduction="sum")
+        loss = loss + self.disc_weight * disc_sum / max(totals["disc"], 1.0)
+        predicted = logits > 0
+        actual = targets.bool()
+        stats.update(
+            disc_loss_sum=float(disc_sum.detach()), disc_count=float(targets.numel()),
+            disc_correct=float((predicted == actual).sum()), disc_replaced=float(actual.sum()),
+            disc_predicted=float(predicted.sum()), disc_true_positive=float((predicted & actual).sum()),
+        )
+        return loss, stats
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        metrics = mlm_metrics(stats)
+        count = stats.get("disc_count", 0.0)
+        if count:
+            metrics["disc_loss"] = stats["disc_loss_sum"] / count
+            metrics["disc_accuracy"] = stats["disc_correct"] / count
+            metrics["replaced_fraction"] = stats["disc_replaced"] / count
+            if stats["disc_predicted"]:
+                metrics["disc_precision"] = stats["disc_true_positive"] / stats["disc_predicted"]
+            if stats["disc_replaced"]:
+                metrics["disc_recall"] = stats["disc_true_positive"] / stats["disc_replaced"]
+        if "mlm_loss" in metrics and "disc_loss" in metrics:
+            metrics["loss"] = metrics["mlm_loss"] + self.disc_weight * metrics["disc_loss"]
+        return metrics
