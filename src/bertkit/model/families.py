@@ -62,6 +62,10 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
         "classification": "bertkit.model.albert:AlbertForSequenceClassification",
     }),
+    "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
+                           "electra", {
+        "classification": "bertkit.model.electra:ElectraForSequenceClassification",
+    }),
 }
 
 
