@@ -86,7 +86,8 @@ def config_values(args: argparse.Namespace) -> dict:
             if args.data:
                 from bertkit.finetuning import glue_file
 
-                values.setdefault("train", glue_file(args.data, args.glue_task, "train"))
+                if args.train is None:
+                    values["train"] = glue_file(args.data, args.glue_task, "train")
                 if args.dev is None:
                     values["dev"] = glue_file(args.data, args.glue_task, "dev")
         elif args.text_column is None and "text_column" not in values:
