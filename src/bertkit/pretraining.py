@@ -42,6 +42,8 @@ class PretrainConfig(TrainingConfig):
     model: dict = field(default_factory=dict)
     generator_size: float = 0.25  # electra: the generator's hidden size as a fraction of the discriminator's
     disc_weight: float = 50.0  # electra: lambda, the weight of the discriminator's loss
+    embedding_size: int | None = None  # albert: E, the factorized embedding width (None: 128, ALBERT's)
+    share_layers: str | None = None  # albert: all | none | attention | ffn (None: all)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,6 +53,15 @@ class PretrainConfig(TrainingConfig):
                               f"size; a generator larger than the discriminator is not allowed), got {self.generator_size}")
         if not self.disc_weight > 0.0:
             raise ConfigError(f"field 'disc_weight' must be positive, got {self.disc_weight}")
+        for name in ("embedding_size", "share_layers"):  # ALBERT's fields: an error elsewhere, not ignored
+            if getattr(self, name) is not None and self.objective != "albert":
+                raise ConfigError(f"field {name!r} applies to objective 'albert' only, not {self.objective!r}")
+        if self.share_layers is not None:
+            from bertkit.model.albert import SHARING_MODES
+
+            check_choice("share_layers", self.share_layers, SHARING_MODES)
+        if self.embedding_size is not None and self.embedding_size <= 0:
+            raise ConfigError(f"field 'embedding_size' must be positive, got {self.embedding_size}")
         from bertkit.objectives import get_objective
 
         get_objective(self.objective)

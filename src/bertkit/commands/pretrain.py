@@ -23,6 +23,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
     p.add_argument("--generator-size", type=float, metavar="F",
                    help="electra: generator hidden size as a fraction of the discriminator's, in (0, 1] (default: 0.25)")
+    p.add_argument("--embedding-size", type=int, metavar="E",
+                   help="albert: factorized embedding width E (V x E, then E x H; default: 128)")
+    p.add_argument("--share-layers", choices=["all", "none", "attention", "ffn"],
+                   help="albert: cross-layer parameter sharing (default: all)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its latest checkpoint")
@@ -35,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments, read_yaml_config
 
     values = read_yaml_config(args.config) if args.config else {}
-    for name in ("data", "output_dir", "objective", "preset", "init_from", "generator_size"):
+    for name in ("data", "output_dir", "objective", "preset", "init_from", "generator_size", "embedding_size",
+                 "share_layers"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     overrides = parse_set_arguments(args.set)

@@ -14,6 +14,7 @@ OBJECTIVES = {
     "mlm_nsp": "bertkit.objectives.mlm_nsp:MlmNspObjective",
     "mlm": "bertkit.objectives.mlm_nsp:MlmObjective",
     "electra": "bertkit.objectives.electra:ElectraObjective",
+    "albert": "bertkit.objectives.albert:AlbertObjective",
 }
 
 

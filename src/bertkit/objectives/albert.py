@@ -1,0 +1,69 @@
+"""ALBERT's objective: masked LM + sentence-order prediction (SOP) on `sop` data.
+
+A `sop` instance is two consecutive segments of one document, swapped with probability
+0.5 at build time (`bertkit data build --format sop`); its label is 0 in order, 1 swapped.
+Loss = mean CE over the masked positions + mean CE of the order over the pairs: BERT's
+MLM + NSP arithmetic (bertkit.objectives.mlm_nsp) with SOP data and `AlbertForPreTraining`,
+whose `sop_logits` the shared code reads under NSP's name. Metrics are reported as
+`sop_loss` / `sop_accuracy`. NSP or packed data is refused before training starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from bertkit.errors import BertkitError
+from bertkit.model.albert import AlbertConfig, AlbertForPreTraining
+from bertkit.objectives.mlm_nsp import MlmNspObjective
+
+
+class AlbertObjective(MlmNspObjective):
+    name = "albert"
+    data_formats = ("sop",)
+    config_class = AlbertConfig
+    progress_keys = ("mlm_accuracy", "sop_accuracy")
+    plot_panels = [
+        ("Loss", ["loss", "eval_loss"]),
+        ("MLM accuracy", ["mlm_accuracy", "eval_mlm_accuracy"]),
+        ("SOP accuracy", ["sop_accuracy", "eval_sop_accuracy"]),
+    ]
+
+    def __init__(self, model, train, eval_data, masking, seed, embedding_size: int | None = None,
+                 share_layers: str | None = None):
+        config = model.config
+        if embedding_size is not None and embedding_size != config.embedding_size:
+            raise BertkitError(f"embedding_size {embedding_size} does not match the model's {config.embedding_size} "
+                               f"(a checkpoint keeps its own; leave --embedding-size out)")
+        if share_layers is not None and share_layers != config.sharing:
+            raise BertkitError(f"share_layers {share_layers!r} does not match the model's {config.sharing!r} "
+                               f"(a checkpoint keeps its own; leave --share-layers out)")
+        super().__init__(model, train, eval_data, masking, seed)
+
+    @classmethod
+    def run_options(cls, run_config: Any) -> dict[str, Any]:
+        return {"embedding_size": run_config.embedding_size, "share_layers": run_config.share_layers}
+
+    @classmethod
+    def build_model(cls, config: AlbertConfig, embedding_size: int | None = None,
+                    share_layers: str | None = None) -> nn.Module:
+        changes: dict[str, Any] = {}
+        if embedding_size is not None:
+            changes["embedding_size"] = embedding_size
+        if share_layers is not None:  # the groups follow from the mode
+            changes.update(share_layers=share_layers, num_hidden_groups=None)
+        if changes:
+            config = AlbertConfig.from_dict({**config.to_dict(), **changes}, source="albert options")
+        return AlbertForPreTraining(config)
+
+    @classmethod
+    def load_model(cls, directory: Path) -> nn.Module:
+        model = AlbertForPreTraining.from_pretrained(directory)
+        model.train()
+        return model
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        metrics = super().summarize(stats)
+        return {key.replace("nsp_", "sop_"): value for key, value in metrics.items()}
