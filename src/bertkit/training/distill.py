@@ -37,12 +37,12 @@ Teacher. Any bertkit or Hugging Face BERT checkpoint, run in eval mode under
 the student's graph). General distillation needs the teacher's MLM head for the soft
 targets: a checkpoint without one (a bare `BertModel` such as all-MiniLM-L6-v2) is
 refused unless `alpha_soft=0`, in which case the student learns from the hidden-state
-losses and the hard MLM loss (its MLM head starting fresh). `cache_teacher` stores the
-teacher outputs of every training example and epoch under
-`OUTPUT/teacher-cache/<key>/` (general; the key hashes the teacher's weights, the data's
-recipe, the masking, the seed and what is stored, so a resumed or repeated run reuses
-them) or the teacher's logits of the whole training set (task) in float32, which makes
-a cached run compute the same losses as an uncached one.
+losses and the hard MLM loss (its MLM head starting fresh). `cache_teacher` stores in
+float32 under `OUTPUT/teacher-cache/` (or `cache_dir`) the teacher's outputs of every
+training example and epoch (general: one file each under a key hashing the teacher's
+weights, the data's recipe, the masking, the seed and what is stored) or its logits of
+the whole training set (task: keyed by teacher weights, training file and encoding),
+so a resumed or repeated run reuses them and computes the same losses.
 """
 
 from __future__ import annotations
@@ -218,6 +218,10 @@ class StudentFields:
     alpha_soft: float = 5.0
     alpha_hard: float = 2.0
     cache_teacher: bool = False
+    cache_dir: str | None = None  # with cache_teacher: where the cache lives (default OUTPUT/teacher-cache)
+
+    def teacher_cache_root(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else Path(self.output_dir) / CACHE_DIR
 
     def check_student_fields(self) -> None:
         check_choice("soft_loss", self.soft_loss, SOFT_LOSSES)
@@ -621,7 +625,7 @@ def prepare_general(config: DistillConfig, checkpoint: Path | None = None):
         model.projection.load_state_dict(load_file(path))
     cache = None
     if config.cache_teacher:
-        cache = TeacherCache(Path(config.output_dir) / CACHE_DIR / general_cache_key(config, teacher, train))
+        cache = TeacherCache(config.teacher_cache_root() / general_cache_key(config, teacher, train))
     masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
                             max_predictions_per_seq=config.max_predictions_per_seq)
     program = GeneralDistillation(model, teacher, train, eval_data, masking, config, cache)
@@ -780,7 +784,7 @@ def teacher_task_logits(teacher: nn.Module, features: list[dict[str, Any]], coll
 def _task_cache_path(config: TaskDistillConfig, spec) -> Path:
     key = _digest({"teacher": weights_digest(config.teacher), "train": _file_digest(config.train),
                    "spec": dataclasses.asdict(spec)})
-    return Path(config.output_dir) / CACHE_DIR / f"task-{key}.npy"
+    return config.teacher_cache_root() / f"task-{key}.npy"
 
 
 def _file_digest(path: str) -> str:
