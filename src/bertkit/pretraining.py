@@ -77,6 +77,7 @@ def build_config(values: dict[str, Any], overrides: dict[str, str], source: str 
     `source` names where `values` came from in error messages (e.g. the YAML file)."""
     model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
     plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
+    values = with_objective_defaults(values, plain.get("objective", values.get("objective", PretrainConfig.objective)))
     base = apply_overrides(PretrainConfig(data="?", output_dir="?"), values, source=source)
     config = apply_overrides(base, plain)
     if model_overrides:
@@ -89,6 +90,21 @@ def build_config(values: dict[str, Any], overrides: dict[str, str], source: str 
     if config.output_dir in ("", "?"):
         raise ConfigError("field 'output_dir' is required (--output-dir DIR)")
     return config
+
+
+def with_objective_defaults(values: dict[str, Any], objective: str) -> dict[str, Any]:
+    """`values` over the objective's own defaults (its `config_defaults`, e.g. RoBERTa's
+    adam_beta2 0.98): the user's YAML, flags and `--set` still override them; `model`
+    defaults merge key by key under the user's."""
+    from bertkit.objectives import get_objective
+
+    defaults = dict(getattr(get_objective(objective), "config_defaults", {}))
+    if not defaults:
+        return values
+    merged = {**defaults, **values}
+    if "model" in defaults and isinstance(values.get("model", {}), dict):  # a non-mapping: validation names it
+        merged["model"] = {**defaults["model"], **values.get("model", {})}
+    return merged
 
 
 def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False, resume_overrides: dict | None = None):

@@ -61,6 +61,14 @@ class BertLMPredictionHead(nn.Module):
         return decoder_cross_entropy(self.transform(hidden_states), word_embeddings, self.bias, targets)
 
 
+class BertOnlyMLMHead(nn.Module):
+    """`cls` in HF's BertForMaskedLM / BertLMHeadModel: the vocabulary head alone."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+
 class BertPreTrainingHeads(nn.Module):
     """`cls` in HF's BertForPreTraining: MLM predictions + NSP (IsNext / NotNext) on the pooled [CLS]."""
 

@@ -62,7 +62,13 @@ class RobertaEmbeddings(BertEmbeddings):
         unpadding=None,
     ) -> torch.Tensor:
         """input_ids, token_type_ids: (B, T) int64 -> (B, T, H), or packed (N, H) rows of the
-        real tokens with `unpadding` (bertkit.model.unpad)."""
+        real tokens with `unpadding` (bertkit.model.unpad).
+
+        With one token type (RoBERTa's checkpoints) `token_type_ids` are ignored: a pair
+        template that marks B with type 1 (BERT's, which bertkit's tokenizers use) then
+        reads as RoBERTa's single type instead of indexing past the table."""
+        if self.token_type_embeddings.num_embeddings == 1:
+            token_type_ids = None
         if position_ids is None:
             position_ids = roberta_position_ids(input_ids, self.padding_idx)  # (B, T)
         if unpadding is None:

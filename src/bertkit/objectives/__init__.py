@@ -13,6 +13,9 @@ from bertkit.errors import ConfigError
 OBJECTIVES = {
     "mlm_nsp": "bertkit.objectives.mlm_nsp:MlmNspObjective",
     "mlm": "bertkit.objectives.mlm_nsp:MlmObjective",
+    "roberta": "bertkit.objectives.roberta:RobertaObjective",
+    "spanbert": "bertkit.objectives.spanbert:SpanBertObjective",
+    "ltr": "bertkit.objectives.ltr:LtrObjective",
     "electra": "bertkit.objectives.electra:ElectraObjective",
     "albert": "bertkit.objectives.albert:AlbertObjective",
 }

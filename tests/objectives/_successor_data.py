@@ -1,0 +1,31 @@
+"""Tiny pre-training data for the RoBERTa / SpanBERT / left-to-right objective tests (built once per module)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertkit.cli import main
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "austen_small.txt"
+# a tiny model; 72 positions hold RoBERTa's 64 tokens past padding_idx
+TINY = ["--set", "model.hidden_size=32", "--set", "model.num_hidden_layers=2", "--set", "model.num_attention_heads=2",
+        "--set", "model.intermediate_size=64", "--set", "model.max_position_embeddings=72"]
+QUIET = ["--set", "progress=false", "--set", "tensorboard=false"]
+
+
+def build_data(root: Path, algorithm: str, instance_format: str) -> Path:
+    """Train a small `algorithm` tokenizer on the Austen fixture and build 64-token `instance_format` data."""
+    tok = root / f"tok-{algorithm}"
+    if not tok.exists():
+        assert main(["tokenizer", "train", "--algorithm", algorithm, "--vocab-size", "400", "--output", str(tok),
+                     "--no-progress", str(FIXTURE)]) == 0
+    data = root / f"data-{algorithm}-{instance_format}"
+    assert main(["data", "build", "--tokenizer", str(tok), "--max-seq-length", "64", "--format", instance_format,
+                 "--output", str(data), "--eval-fraction", "0.2", str(FIXTURE)]) == 0
+    return data
+
+
+def pretrain(objective: str, data: Path, out: Path, *extra: str) -> int:
+    return main(["pretrain", "--objective", objective, "--preset", "tiny", "--data", str(data), "--output-dir", str(out),
+                 *TINY, *QUIET, "--set", "batch_size=8", "--set", "warmup_steps=1", "--set", "lr=1e-3",
+                 "--set", "max_steps=2", "--set", "eval_steps=2", *extra])
