@@ -139,6 +139,8 @@ def test_config_round_trip_and_errors(tmp_path):
         _config(embedding_size=0)
     with pytest.raises(ConfigError, match="model_type"):
         ElectraConfig.from_dict({**config.to_dict(), "model_type": "bert"})
+    with pytest.raises(ConfigError, match="tie_word_embeddings"):
+        ElectraConfig.from_dict({**config.to_dict(), "tie_word_embeddings": False})
     preset = ElectraConfig.from_preset("small")
     assert (preset.hidden_size, preset.embedding_size, preset.num_attention_heads) == (512, 512, 8)
 

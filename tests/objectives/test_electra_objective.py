@@ -210,3 +210,27 @@ def test_electra_from_a_bert_checkpoint_fails_in_one_line(data_dir, tmp_path, ca
     assert main(electra_args(data_dir, out, "--init-from", str(bert))) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "a bert checkpoint" in err and "generator/" in err
+
+
+def test_loss_is_generator_mlm_plus_weighted_discriminator_bce():
+    from bertkit.objectives.electra import electra_loss
+
+    model = _tiny_model().eval()
+    ids, types, mask, labels = _batch()
+    with torch.no_grad():
+        out = model(ids, types, mask, labels, torch.Generator().manual_seed(3))
+    masked, real = int((labels != -100).sum()), int(mask.sum())
+    loss, stats = electra_loss(out, labels, masked, real, 50.0)
+    gen_logits = model.generator.mlm_logits(model.generator.electra(ids, types, mask).last_hidden_state)
+    mlm = torch.nn.functional.cross_entropy(gen_logits[labels != -100], labels[labels != -100])
+    active = mask.bool()
+    disc = torch.nn.functional.binary_cross_entropy_with_logits(out.disc_logits[active], out.disc_labels[active].float())
+    torch.testing.assert_close(loss, mlm + 50.0 * disc, atol=1e-5, rtol=1e-5)
+    assert stats["disc_count"] == real and stats["mlm_count"] == masked
+    assert stats["disc_replaced"] == int(out.disc_labels[active].sum())
+    # halves of the batch, each normalised by the whole batch's counts, sum to the whole
+    half = [electra_loss(out.__class__(out.mlm_loss, out.mlm_logits, out.disc_logits[rows], out.disc_labels[rows],
+                                       out.replaced_ids[rows]), labels, masked, real, 50.0)[0]
+            for rows in (slice(0, 2), slice(2, 4))]
+    disc_only = sum(h - out.mlm_loss * 1.0 for h in half)  # the generator term is counted per call
+    torch.testing.assert_close(disc_only, 50.0 * disc, atol=1e-5, rtol=1e-5)

@@ -86,6 +86,9 @@ class ElectraConfig(BertConfig):
         if self.summary_activation is not None and self.summary_activation not in ACTIVATIONS and self.summary_activation != "tanh":
             raise ConfigError(f"field 'summary_activation' must be tanh, {', '.join(ACTIVATIONS)} or null, "
                               f"got {self.summary_activation!r}")
+        if self.extra.get("tie_word_embeddings") is False:
+            raise ConfigError("field 'tie_word_embeddings' must be true: bertkit's ELECTRA generator ties its "
+                              "output layer to the word embeddings")
         value = self.summary_last_dropout
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             raise ConfigError(f"field 'summary_last_dropout' must be in [0, 1), got {value!r}")

@@ -72,6 +72,28 @@ def replace_tokens(
     return replaced, targets
 
 
+def electra_loss(
+    out: "ElectraStepOutput", labels: torch.Tensor, mlm_total: float, disc_total: float, disc_weight: float
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """L_MLM + disc_weight * L_disc, each a sum over this batch divided by its global count
+    (`mlm_total` masked positions, `disc_total` real tokens), and summable statistics:
+    the generator's MLM loss/correct/count and the discriminator's loss, accuracy and
+    replaced-token confusion counts (for precision and recall)."""
+    stats = mlm_statistics(out.mlm_logits, labels, out.mlm_loss)
+    loss = out.mlm_loss * (stats["mlm_count"] / max(mlm_total, 1.0))
+    active = out.disc_labels != IGNORE_INDEX  # (B, T) real tokens
+    logits, targets = out.disc_logits[active].float(), out.disc_labels[active]
+    disc_sum = F.binary_cross_entropy_with_logits(logits, targets.float(), reduction="sum")
+    loss = loss + disc_weight * disc_sum / max(disc_total, 1.0)
+    predicted, actual = logits > 0, targets.bool()
+    stats.update(
+        disc_loss_sum=float(disc_sum.detach()), disc_count=float(targets.numel()),
+        disc_correct=float((predicted == actual).sum()), disc_replaced=float(actual.sum()),
+        disc_predicted=float(predicted.sum()), disc_true_positive=float((predicted & actual).sum()),
+    )
+    return loss, stats
+
+
 @dataclass
 class ElectraStepOutput(ModelOutput):
     """mlm_loss: the generator's mean CE over the N masked positions; mlm_logits: (N, V);
@@ -205,20 +227,7 @@ class ElectraObjective(PretrainingObjective):
         else:  # evaluation: the same samples at every evaluation
             sampler.manual_seed(self.seed)
         out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels, sampler)
-        stats = mlm_statistics(out.mlm_logits, labels, out.mlm_loss)
-        loss = out.mlm_loss * (stats["mlm_count"] / max(totals["mlm"], 1.0))
-        active = out.disc_labels != IGNORE_INDEX  # (B, T) real tokens
-        logits, targets = out.disc_logits[active].float(), out.disc_labels[active]
-        disc_sum = F.binary_cross_entropy_with_logits(logits, targets.float(), reduction="sum")
-        loss = loss + self.disc_weight * disc_sum / max(totals["disc"], 1.0)
-        predicted = logits > 0
-        actual = targets.bool()
-        stats.update(
-            disc_loss_sum=float(disc_sum.detach()), disc_count=float(targets.numel()),
-            disc_correct=float((predicted == actual).sum()), disc_replaced=float(actual.sum()),
-            disc_predicted=float(predicted.sum()), disc_true_positive=float((predicted & actual).sum()),
-        )
-        return loss, stats
+        return electra_loss(out, labels, totals["mlm"], totals["disc"], self.disc_weight)
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
         metrics = mlm_metrics(stats)
