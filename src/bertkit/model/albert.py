@@ -47,8 +47,13 @@ from bertkit.model.dropout import Dropout
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS
-from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
-from bertkit.model.task_heads import problem_type, sequence_classification_loss
+from bertkit.model.outputs import BertModelOutput, ModelOutput
+from bertkit.model.task_heads import (
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
 
 SHARING_MODES = ("all", "none", "attention", "ffn")
 PARTIAL_SHARING = ("attention", "ffn")  # not expressible by HF's groups: kept in config.json
@@ -239,11 +244,19 @@ class AlbertTransformer(nn.Module):
 
 
 class AlbertPreTrainedModel(BertPreTrainedModel):
-    """BERT's init and HF-layout loading/saving with ALBERT's config, prefix and tied copies."""
+    """BERT's init and HF-layout loading/saving with ALBERT's config, prefix and tied copies.
+
+    The task heads below are BERT's (bertkit.model.task_heads) built over `albert`: their
+    forward reaches the encoder as `self.bert`, which here names `self.albert`."""
 
     base_model_prefix = "albert"
     backbone_prefix = ""
     optional_prefixes: tuple[str, ...] = ("pooler.",)
+
+    @property
+    def bert(self) -> nn.Module:
+        """The ALBERT encoder under the name BERT's task-head code uses (not a second module)."""
+        return self.albert
 
     @classmethod
     def from_pretrained(
@@ -432,35 +445,69 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
                                           out.attentions)
 
 
-class AlbertForSequenceClassification(AlbertPreTrainedModel):
+class AlbertForSequenceClassification(AlbertPreTrainedModel, BertForSequenceClassification):
     """Pooled [CLS] -> dropout (classifier_dropout_prob) -> K-way `classifier` (K = 1: regression).
-    Loss rules as BertForSequenceClassification (bertkit.model.task_heads)."""
+    BertForSequenceClassification's forward and loss rules over `albert`."""
 
     backbone_prefix = "albert."
     optional_prefixes = ("classifier.", "albert.pooler.")
 
     def __init__(self, config: AlbertConfig):
-        super().__init__(config)
+        BertPreTrainedModel.__init__(self, config)
         self.num_labels = config.num_labels
         self.albert = AlbertModel(config)
-        rate = config.classifier_dropout if config.classifier_dropout is not None else config.classifier_dropout_prob
-        self.dropout = nn.Dropout(rate)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.init_weights()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-    ) -> SequenceClassifierOutput:
-        """(B, T) int inputs; labels (B,) int64 class ids, (B,) float for regression, (B, K) float multi-label."""
-        out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
-        loss = None
-        if labels is not None:
-            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
-        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+class AlbertForTokenClassification(AlbertPreTrainedModel, BertForTokenClassification):
+    """Every token -> dropout -> K-way `classifier` (NER); BertForTokenClassification's forward over `albert`."""
+
+    backbone_prefix = "albert."
+    optional_prefixes = ("classifier.",)
+
+    def __init__(self, config: AlbertConfig):
+        BertPreTrainedModel.__init__(self, config)
+        self.num_labels = config.num_labels
+        self.albert = AlbertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+
+class AlbertForQuestionAnswering(AlbertPreTrainedModel, BertForQuestionAnswering):
+    """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering's forward over `albert`."""
+
+    backbone_prefix = "albert."
+    optional_prefixes = ("qa_outputs.",)
+
+    def __init__(self, config: AlbertConfig):
+        BertPreTrainedModel.__init__(self, config)
+        if config.num_labels != 2:
+            raise ConfigError(
+                f"AlbertForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}"
+            )
+        self.num_labels = config.num_labels
+        self.albert = AlbertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+
+class AlbertForMultipleChoice(AlbertPreTrainedModel, BertForMultipleChoice):
+    """Each (context, choice) -> pooled [CLS] -> dropout -> one score; BertForMultipleChoice's forward over `albert`."""
+
+    backbone_prefix = "albert."
+    optional_prefixes = ("classifier.", "albert.pooler.")
+
+    def __init__(self, config: AlbertConfig):
+        BertPreTrainedModel.__init__(self, config)
+        self.albert = AlbertModel(config)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+
+def _classifier_dropout(config: AlbertConfig) -> float:
+    """HF ALBERT heads use classifier_dropout_prob; bertkit's generic classifier_dropout wins when set."""
+    return config.classifier_dropout if config.classifier_dropout is not None else config.classifier_dropout_prob

@@ -61,6 +61,9 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }),
     "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
         "classification": "bertkit.model.albert:AlbertForSequenceClassification",
+        "tagging": "bertkit.model.albert:AlbertForTokenClassification",
+        "multiple_choice": "bertkit.model.albert:AlbertForMultipleChoice",
+        "qa": "bertkit.model.albert:AlbertForQuestionAnswering",
     }),
     "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
                            "electra", {
