@@ -147,3 +147,36 @@ def test_positions_past_the_table_are_refused():
     model(torch.full((1, 8), 5))  # positions 2..9 fit
     with pytest.raises(ValueError, match="position ids up to 10"):
         model(torch.full((1, 9), 5))
+
+
+@pytest.mark.parametrize("name", ["RobertaForTokenClassification", "RobertaForQuestionAnswering",
+                                  "RobertaForMultipleChoice"])
+def test_task_heads_parity_with_transformers(tmp_path, name):
+    import bertkit.model.roberta as roberta
+
+    config = _config(num_labels=2 if name != "RobertaForTokenClassification" else 5)
+    torch.manual_seed(4)
+    ref = getattr(transformers, name)(_hf_config(config)).eval()
+    ref.save_pretrained(tmp_path)
+    ours, info = getattr(roberta, name).from_pretrained(tmp_path, output_loading_info=True)
+    assert info == {"missing_keys": [], "unexpected_keys": []}
+    ids, mask = _inputs()
+    real = mask.bool()
+    with torch.no_grad():
+        if name == "RobertaForMultipleChoice":  # (B, C, T): the 3 rows as 3 choices of one question
+            a = ours(ids[None], attention_mask=mask[None], labels=torch.tensor([2]))
+            b = ref(input_ids=ids[None], attention_mask=mask[None], labels=torch.tensor([2]))
+            torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
+        elif name == "RobertaForQuestionAnswering":
+            a, b = ours(ids, attention_mask=mask), ref(input_ids=ids, attention_mask=mask)
+            torch.testing.assert_close(a.start_logits[real], b.start_logits[real], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(a.end_logits[real], b.end_logits[real], atol=1e-5, rtol=1e-5)
+        else:
+            labels = torch.where(real, ids % 5, -100)
+            a = ours(ids, attention_mask=mask, labels=labels)
+            b = ref(input_ids=ids, attention_mask=mask, labels=labels)
+            torch.testing.assert_close(a.logits[real], b.logits[real], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
+    ours.save_pretrained(tmp_path / "ours")
+    assert not getattr(transformers, name).from_pretrained(tmp_path / "ours", output_loading_info=True)[1]["missing_keys"]

@@ -1,6 +1,6 @@
 """`bertkit pretrain --objective roberta`: byte-level BPE + packed data -> a checkpoint that
-transformers loads as RobertaForMaskedLM; Adam beta2 0.98 by default (overridable); one-line
-errors on data it cannot use."""
+transformers loads as RobertaForMaskedLM and that `bertkit finetune` fine-tunes as RoBERTa;
+Adam beta2 0.98 by default (overridable); one-line errors on data it cannot use."""
 
 from __future__ import annotations
 
@@ -36,9 +36,15 @@ def test_bbpe_packed_data_uses_roberta_specials(packed_bbpe):
     assert tok.pad_token_id not in example.tolist()
 
 
-def test_pretrain_roberta_checkpoint_loads_in_transformers(packed_bbpe, tmp_path, capsys):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def roberta_run(packed_bbpe, data_root) -> Path:
+    out = data_root / "run"
     assert pretrain("roberta", packed_bbpe, out) == 0
+    return out
+
+
+def test_pretrain_roberta_checkpoint_loads_in_transformers(roberta_run):
+    out = roberta_run
     run_config = json.loads((out / "run_config.json").read_text())
     assert run_config["adam_beta2"] == 0.98 and run_config["model"]["type_vocab_size"] == 1
     config = json.loads((out / "final" / "config.json").read_text())
@@ -79,3 +85,29 @@ def test_roberta_refuses_paired_data_before_training(data_root, tmp_path, capsys
     assert len(err.splitlines()) == 1
     assert "built as 'nsp' instances, but objective 'roberta' needs 'packed'" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_roberta_checkpoint_finetunes_on_sentence_pairs(roberta_run, tmp_path, capsys):
+    from bertkit.cli import main
+    from bertkit.prediction import load_finetuned
+
+    mrpc = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "glue" / "MRPC"
+    capsys.readouterr()
+    assert main(["finetune", "glue", "--task", "MRPC", "--model", str(roberta_run / "final"), "--data", str(mrpc),
+                 "--train", str(mrpc / "dev.tsv"), "--output-dir", str(tmp_path / "mrpc"), "--epochs", "1",
+                 "--batch-size", "4", "--max-seq-length", "48", "--set", "max_steps=2", "--no-progress",
+                 "--set", "tensorboard=false"]) == 0
+    out = capsys.readouterr()
+    assert "classifier.dense.weight" in out.err and "classifier.out_proj.weight" in out.err  # the fresh head
+    best = Path(out.out.split(" model: ")[1].split()[0])
+    saved = json.loads((best / "config.json").read_text())
+    assert saved["architectures"] == ["RobertaForSequenceClassification"] and saved["model_type"] == "roberta"
+    ours = load_finetuned(best, device="cpu").model
+    assert type(ours).__name__ == "RobertaForSequenceClassification"
+    theirs = transformers.RobertaForSequenceClassification.from_pretrained(best).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(best)
+    batch = tok(["The cat sat.", "A dog"], ["A cat was sitting.", "ran fast"], padding=True, return_tensors="pt")
+    with torch.no_grad():  # bertkit ignores the pair's type ids (one token type); transformers gets none
+        mine = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).logits
+        ref = theirs(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    torch.testing.assert_close(mine, ref, atol=1e-5, rtol=1e-5)

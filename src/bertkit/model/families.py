@@ -65,6 +65,13 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": "bertkit.model.albert:AlbertForMultipleChoice",
         "qa": "bertkit.model.albert:AlbertForQuestionAnswering",
     }),
+    "roberta": ModelFamily("roberta", "bertkit.model.roberta:RobertaConfig", "bertkit.model.roberta:RobertaModel",
+                           "roberta", {
+        "classification": "bertkit.model.roberta:RobertaForSequenceClassification",
+        "tagging": "bertkit.model.roberta:RobertaForTokenClassification",
+        "multiple_choice": "bertkit.model.roberta:RobertaForMultipleChoice",
+        "qa": "bertkit.model.roberta:RobertaForQuestionAnswering",
+    }),
     "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
                            "electra", {
         "classification": "bertkit.model.electra:ElectraForSequenceClassification",

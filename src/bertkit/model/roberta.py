@@ -23,11 +23,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput, SequenceClassifierOutput
-from bertkit.model.task_heads import classifier_dropout, problem_type, sequence_classification_loss
+from bertkit.model.task_heads import (
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+    classifier_dropout,
+    problem_type,
+    sequence_classification_loss,
+)
 
 
 @dataclass
@@ -77,9 +85,18 @@ class RobertaEmbeddings(BertEmbeddings):
 
 
 class RobertaPreTrainedModel(BertPreTrainedModel):
-    """RoBERTa's config class and its encoder attribute `roberta` (HF's base_model_prefix)."""
+    """RoBERTa's config class and its encoder attribute `roberta` (HF's base_model_prefix).
+
+    The token-classification, QA and multiple-choice models below are BERT's task heads
+    (bertkit.model.task_heads) built over `roberta`: their forward reaches the encoder as
+    `self.bert`, which here names `self.roberta`."""
 
     base_model_prefix = "roberta"
+
+    @property
+    def bert(self) -> nn.Module:
+        """The encoder under BERT's attribute name, for the shared task heads' forward."""
+        return self.roberta
 
     @classmethod
     def from_pretrained(
@@ -218,3 +235,50 @@ class RobertaForSequenceClassification(RobertaPreTrainedModel):
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class RobertaForTokenClassification(RobertaPreTrainedModel, BertForTokenClassification):
+    """HF `RobertaForTokenClassification`: every token -> dropout -> `classifier`; BERT's forward over `roberta`."""
+
+    backbone_prefix = "roberta."
+    optional_prefixes = ("classifier.", "roberta.pooler.")
+
+    def __init__(self, config: BertConfig):
+        BertPreTrainedModel.__init__(self, config)
+        self.num_labels = config.num_labels
+        self.roberta = RobertaModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+
+class RobertaForQuestionAnswering(RobertaPreTrainedModel, BertForQuestionAnswering):
+    """HF `RobertaForQuestionAnswering`: start/end scores from `qa_outputs`; BERT's forward over `roberta`."""
+
+    backbone_prefix = "roberta."
+    optional_prefixes = ("qa_outputs.", "roberta.pooler.")
+
+    def __init__(self, config: BertConfig):
+        BertPreTrainedModel.__init__(self, config)
+        if config.num_labels != 2:
+            raise ConfigError(
+                f"RobertaForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}"
+            )
+        self.num_labels = config.num_labels
+        self.roberta = RobertaModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+
+class RobertaForMultipleChoice(RobertaPreTrainedModel, BertForMultipleChoice):
+    """HF `RobertaForMultipleChoice`: pooled <s> per (context, choice) -> one score; BERT's forward over `roberta`."""
+
+    backbone_prefix = "roberta."
+    optional_prefixes = ("classifier.", "roberta.pooler.")
+
+    def __init__(self, config: BertConfig):
+        BertPreTrainedModel.__init__(self, config)
+        self.roberta = RobertaModel(config)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
