@@ -119,3 +119,20 @@ def test_task_errors(case, teacher, tiny_model_dir, fixtures, tmp_path, capsys):
                 else "the student is deeper than the teacher (2 layers")
     assert expected in err, err
     assert not out.exists()
+
+
+def test_hugging_face_teacher_with_placeholder_labels(tiny_model_dir, fixtures, tmp_path, capsys):
+    """A BertForSequenceClassification saved by transformers (LABEL_0 / LABEL_1) teaches too."""
+    from bertkit import Tokenizer
+
+    teacher = tmp_path / "hf-teacher"
+    torch.manual_seed(4)
+    config = transformers.BertConfig.from_pretrained(tiny_model_dir, num_labels=2)
+    transformers.BertForSequenceClassification(config).save_pretrained(teacher)
+    Tokenizer.from_pretrained(tiny_model_dir).save_pretrained(teacher)
+    mrpc = fixtures / "glue" / "MRPC"
+    out = tmp_path / "student"
+    assert main(["distill", "--teacher", str(teacher), "--task", "glue", "--glue-task", "mrpc", "--data", str(mrpc),
+                 "--train", str(mrpc / "dev.tsv"), "--output-dir", str(out), "--epochs", "1", *STEPS]) == 0
+    assert "every weight copied" in capsys.readouterr().err
+    assert json.loads((out / "best" / "config.json").read_text())["num_hidden_layers"] == 1

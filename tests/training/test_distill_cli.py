@@ -168,3 +168,26 @@ def test_bad_input_fails_in_one_line_before_training(setup, tmp_path, capsys, ca
     assert code == 1 and len(err.splitlines()) == 1 and err.startswith("bertkit: error: "), err
     assert expected in err, err
     assert not out.exists()
+
+
+def test_hugging_face_masked_lm_teacher(setup, tmp_path):
+    """A teacher saved by transformers (BertForMaskedLM: MLM head, no pooler, no NSP head)."""
+    import transformers
+
+    teacher = tmp_path / "hf-mlm"
+    torch.manual_seed(2)
+    config = transformers.BertConfig(vocab_size=setup["vocab"], hidden_size=32, num_hidden_layers=4,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    transformers.BertForMaskedLM(config).save_pretrained(teacher)
+    Tokenizer.from_pretrained(setup["tok"]).save_pretrained(teacher)
+    out = tmp_path / "from-hf"
+    assert main(["distill", "--teacher", str(teacher), "--data", str(setup["data"]), "--output-dir", str(out),
+                 *STEPS, *QUIET, "--max-steps", "1"]) == 0
+    report = (out / "report.md").read_text()
+    assert "| student layers from teacher layers | 0, 2 |" in report
+    assert "bert.pooler.dense.bias" in report  # the teacher had no pooler: the student's starts fresh
+    student = BertForPreTraining.from_pretrained(out / "final")
+    reference = transformers.BertForMaskedLM.from_pretrained(teacher)
+    # the MLM head was copied from the teacher (the one step ran at warm-up lr 0, leaving it unchanged)
+    torch.testing.assert_close(student.cls.predictions.transform.dense.weight,
+                               reference.cls.predictions.transform.dense.weight)

@@ -821,11 +821,18 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
         raise BertkitError(f"{output_dir}: already holds a run ({found[0]}); pass --overwrite to replace it "
                            "or choose another --output-dir")
     prepared = prepare(config)
-    if not prepared.keep_head:
-        shown = ", ".join(prepared.base_config.extra.get("architectures") or []) or "none"
+    base = prepared.base_config
+    outputs = 1 if prepared.spec.regression else len(prepared.labels or [])
+    # a head fine-tuned elsewhere with transformers' LABEL_i names: its ids are taken in the task's label order
+    placeholder_head = ("BertForSequenceClassification" in (base.extra.get("architectures") or [])
+                        and not base.has_label_names and base.num_labels == outputs)
+    if not (prepared.keep_head or placeholder_head):
+        shown = ", ".join(base.extra.get("architectures") or []) or "none"
         raise BertkitError(f"{config.teacher}: not a fine-tuned BertForSequenceClassification for these labels "
                            f"(config.json architectures: {shown}); fine-tune the teacher first with `bertkit finetune`")
     teacher = load_teacher(BertForSequenceClassification, config.teacher, config=task_model_config(prepared))
+    if any(k.startswith("classifier.") for k in teacher.loading_info["missing_keys"]):
+        raise BertkitError(f"{config.teacher}: the checkpoint has no classifier weights; fine-tune the teacher first")
     s_config = student_config(teacher.config, config.student_layers, config.student, config.teacher)
     if prepared.tokenizer.vocab_size > s_config.vocab_size:
         raise ConfigError(f"field 'student.vocab_size' ({s_config.vocab_size}) is smaller than the tokenizer's "
