@@ -29,3 +29,11 @@ def pretrain(objective: str, data: Path, out: Path, *extra: str) -> int:
     return main(["pretrain", "--objective", objective, "--preset", "tiny", "--data", str(data), "--output-dir", str(out),
                  *TINY, *QUIET, "--set", "batch_size=8", "--set", "warmup_steps=1", "--set", "lr=1e-3",
                  "--set", "max_steps=2", "--set", "eval_steps=2", *extra])
+
+
+def finetune_mrpc(model: Path, out: Path) -> int:
+    """Two steps of `bertkit finetune glue --task MRPC` on the MRPC fixture from `model`."""
+    mrpc = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "glue" / "MRPC"
+    return main(["finetune", "glue", "--task", "MRPC", "--model", str(model), "--data", str(mrpc),
+                 "--train", str(mrpc / "dev.tsv"), "--output-dir", str(out), "--epochs", "1", "--batch-size", "4",
+                 "--max-seq-length", "48", "--set", "max_steps=2", "--no-progress", "--set", "tensorboard=false"])
