@@ -84,7 +84,8 @@ def test_pretraining_parity_with_copied_weights(tiny_config):
     rows, cols = a.masked_positions[:, 0], a.masked_positions[:, 1]
     assert a.prediction_logits.shape == (4, 120)
     torch.testing.assert_close(a.prediction_logits, b.prediction_logits[rows, cols], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(full.prediction_logits, b.prediction_logits, atol=1e-5, rtol=1e-5)
+    real = mask.bool()  # at padding the unpadded encoder path gives zeros (bertkit.model.unpad)
+    torch.testing.assert_close(full.prediction_logits[real], b.prediction_logits[real], atol=1e-5, rtol=1e-5)
 
 
 def test_pre_layer_norm_variant(tiny_config):

@@ -18,6 +18,7 @@ from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import BertPooler, BertPreTrainingHeads
 from bertkit.model.layers import BertEncoder
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
+from bertkit.model.unpad import Unpadding, accepts_unpadding, plan_unpadding
 
 IGNORE_INDEX = -100
 
@@ -99,13 +100,20 @@ class BertPreTrainedModel(nn.Module):
 
 
 class BertModel(BertPreTrainedModel):
-    """Embeddings -> encoder -> pooler. The backbone every objective and task wraps."""
+    """Embeddings -> encoder -> pooler. The backbone every objective and task wraps.
+
+    A batch with enough padding runs the unpadded path (bertkit.model.unpad): the dense
+    layers see only the real tokens. `unpad` (attribute, or `set_unpad(model, ...)` for
+    every backbone inside a model) chooses: None = automatic, True / False = always /
+    never; `forward(..., unpad=...)` overrides it for one call.
+    """
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.unpad: bool | None = None
         self.init_weights()
 
     def forward(
@@ -115,11 +123,20 @@ class BertModel(BertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        unpad: bool | None = None,
     ) -> BertModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
 
+        On the unpadded path (see the class docstring; never with output_attentions)
+        `last_hidden_state` and `hidden_states` are zero at padding positions; real
+        positions and `pooler_output` are those of the padded path.
+
         attention_mask may also be (B, T, T) (HF semantics): row i = the keys query i sees,
         e.g. a causal mask for a left-to-right LM."""
+        if not output_attentions and accepts_unpadding(self.encoder):
+            unpadding = plan_unpadding(attention_mask, getattr(self, "unpad", None) if unpad is None else unpad)
+            if unpadding is not None:
+                return self._forward_unpadded(input_ids, token_type_ids, unpadding, output_hidden_states)
         mask = None
         if attention_mask is not None and attention_mask.dim() == 3:
             mask = attention_mask.bool()[:, None]  # (B, 1, T, T): keys each query attends to
@@ -129,6 +146,36 @@ class BertModel(BertPreTrainedModel):
         last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)
         pooled = self.pooler(last) if self.pooler is not None else None
         return BertModelOutput(last, pooled, all_hidden, attentions)
+
+    def _forward_unpadded(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        unpadding: Unpadding,
+        output_hidden_states: bool,
+    ) -> BertModelOutput:
+        """The forward on packed (N, H) rows of the real tokens; outputs padded back to (B, T, H)."""
+        if accepts_unpadding(self.embeddings):
+            hidden = self.embeddings(input_ids, token_type_ids, unpadding=unpadding)  # (N, H)
+        else:  # another family's embeddings that only run padded: pack their output
+            hidden = unpadding.pack(self.embeddings(input_ids, token_type_ids))  # (N, H)
+        last, all_hidden, _ = self.encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
+        last = unpadding.pad(last)  # (B, T, H), zeros at padding
+        if all_hidden is not None:  # the last entry is `last` itself
+            all_hidden = tuple(unpadding.pad(h) for h in all_hidden[:-1]) + (last,)
+        pooled = self.pooler(last) if self.pooler is not None else None  # reads the [CLS] rows only
+        return BertModelOutput(last, pooled, all_hidden, None)
+
+
+def set_unpad(model: nn.Module, unpad: bool | None) -> nn.Module:
+    """Choose the encoder path of every `BertModel` inside `model` (a task model, a
+    pre-training model or a bare backbone): None = automatic by the batch's padding
+    (the default), True = unpadded whenever a (B, T) attention mask is given, False =
+    always padded. Returns `model`."""
+    for module in model.modules():
+        if isinstance(module, BertModel):
+            module.unpad = unpad
+    return model
 
 
 class BertForPreTraining(BertPreTrainedModel):

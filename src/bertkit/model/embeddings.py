@@ -7,6 +7,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.dropout import Dropout
+from bertkit.model.unpad import Unpadding
 
 
 class BertEmbeddings(nn.Module):
@@ -26,15 +27,24 @@ class BertEmbeddings(nn.Module):
         self.register_buffer("position_ids", torch.arange(config.max_position_embeddings), persistent=False)
 
     def forward(
-        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        unpadding: Unpadding | None = None,
     ) -> torch.Tensor:
         """input_ids, token_type_ids: (B, T) int64 -> (B, T, H) float.
 
-        position_ids: (B, T) or (T,) int64; None = 0..T-1 (RoBERTa passes its own, offset past padding)."""
+        position_ids: (B, T) or (T,) int64; None = 0..T-1 (RoBERTa passes its own, offset past padding).
+        unpadding: look up the real tokens only and return packed (N, H) rows (bertkit.model.unpad)."""
         seq_len = input_ids.shape[1]
         last = seq_len - 1 if position_ids is None or position_ids.numel() == 0 else int(position_ids.max())
         if position_ids is None:
             position_ids = self.position_ids[:seq_len]
+        if unpadding is not None:  # (B, T) -> (N,) real tokens: LayerNorm and dropout run on those rows only
+            input_ids = unpadding.pack(input_ids)
+            position_ids = unpadding.pack(position_ids) if position_ids.dim() == 2 else position_ids[unpadding.position]
+            token_type_ids = None if token_type_ids is None else unpadding.pack(token_type_ids)
         if last >= self.position_embeddings.num_embeddings:
             raise ValueError(
                 f"sequence length {seq_len} (position ids up to {last}) exceeds max_position_embeddings "

@@ -23,7 +23,8 @@ class ModelOutput:
 class BertModelOutput(ModelOutput):
     """last_hidden_state (B, T, H); pooler_output (B, H) or None when the model has no
     pooler; hidden_states: L+1 tensors (B, T, H), the embeddings first; attentions: L
-    tensors (B, heads, T, T)."""
+    tensors (B, heads, T, T). Hidden states at padding positions are not meaningful:
+    zeros on the unpadded encoder path (bertkit.model.unpad)."""
 
     last_hidden_state: torch.Tensor
     pooler_output: torch.Tensor | None = None
@@ -61,7 +62,8 @@ class SequenceClassifierOutput(ModelOutput):
 
 @dataclass
 class TokenClassifierOutput(ModelOutput):
-    """loss: scalar CE over positions with label != -100; logits: (B, T, num_labels)."""
+    """loss: scalar CE over positions with label != -100; logits: (B, T, num_labels)
+    (not meaningful at padding positions)."""
 
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
@@ -71,7 +73,8 @@ class TokenClassifierOutput(ModelOutput):
 
 @dataclass
 class QuestionAnsweringModelOutput(ModelOutput):
-    """loss: scalar, mean of the start and end CE; start_logits, end_logits: (B, T)."""
+    """loss: scalar, mean of the start and end CE; start_logits, end_logits: (B, T),
+    `finfo.min` at padding positions."""
 
     loss: torch.Tensor | None = None
     start_logits: torch.Tensor | None = None

@@ -12,7 +12,9 @@ Loss rules (transformers'):
   multi-label (BCE with logits);
 - token classification: cross-entropy over positions whose label is not -100;
 - question answering: mean of start and end cross-entropy; positions outside the
-  sequence are clamped to T and ignored;
+  sequence are clamped to T and ignored; unlike transformers, padding positions (mask 0)
+  get the lowest logit (`finfo.min`), so they are never an answer and take no part in
+  the loss (transformers' softmax includes them; the unpadded encoder path zeroes their hidden states);
 - multiple choice: (B, C, T) inputs run as (B * C, T); one [CLS] score per choice,
   cross-entropy over the C choices.
 """
@@ -161,6 +163,10 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
+        if attention_mask is not None:  # padding is never an answer
+            padding = attention_mask == 0  # (B, T)
+            start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
+            end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
         loss = None
         if start_positions is not None and end_positions is not None:
             ignored = start_logits.shape[1]  # T: clamped out-of-range positions land here

@@ -1,0 +1,109 @@
+"""The unpadded encoder path: padding is not compute.
+
+A padded (B, T) batch with N real tokens costs the padded path B * T rows in every dense
+operation (embedding LayerNorm, Q/K/V projections, attention output, FFN, their
+LayerNorms and dropouts). The unpadded path gathers the real tokens once into packed
+(N, H) rows right after the embedding lookup, runs every row-wise operation on those
+rows only, and goes back to (B, heads, T, d_head) only where attention needs the
+sequence layout: Q, K and V are scattered into zero-filled padded tensors for
+`F.scaled_dot_product_attention` (padding keys masked out as before), and the context
+is gathered back into rows (the "remove padding" scheme of FasterTransformer and
+MosaicBERT). `BertModel` pads its outputs back to (B, T, H), with zeros at padding.
+
+`plan_unpadding` decides per batch: the unpadded path pays a scatter of Q/K/V and a
+gather of the context per layer, and wins once enough of the batch is padding
+(`UNPAD_MIN_PADDING`, measured with bench/bench_unpad_crossover.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+# Fraction of padding positions above which the unpadded path is faster (auto mode).
+# Measured on the 2-core development CPU (docs/benchmarks.md, "Unpadded encoder path"):
+# the two paths break even at 2-4% padding (MiniLM-L6 inference, BERT-mini training).
+UNPAD_MIN_PADDING = 0.05
+
+
+@dataclass(frozen=True, eq=False)
+class Unpadding:
+    """Where the real tokens of a padded (B, T) batch are.
+
+    indices: (N,) int64 flat positions b * T + t of the real tokens, row-major (so the
+    packed rows of one sequence are consecutive, in order); batch_index, position: (N,)
+    their row b and column t; key_mask: (B, 1, 1, T) bool, True = real token (the
+    attention mask of the padded path), or None when no position is padding.
+    """
+
+    indices: torch.Tensor
+    batch_index: torch.Tensor
+    position: torch.Tensor
+    key_mask: torch.Tensor | None
+    batch_size: int
+    seq_len: int
+
+    @classmethod
+    def from_attention_mask(cls, attention_mask: torch.Tensor) -> Unpadding:
+        """attention_mask: (B, T) int / bool / float, nonzero = real token."""
+        real = attention_mask.bool()
+        batch_size, seq_len = real.shape
+        indices = real.reshape(-1).nonzero().squeeze(1)  # (N,)
+        key_mask = None if indices.numel() == real.numel() else real[:, None, None, :]  # (B, 1, 1, T)
+        return cls(indices, indices // seq_len, indices % seq_len, key_mask, batch_size, seq_len)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.indices.numel()
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, ...) -> (N, ...): the real positions, row-major."""
+        return x.reshape(self.batch_size * self.seq_len, *x.shape[2:]).index_select(0, self.indices)
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...): rows back at their positions, zeros at padding."""
+        out = x.new_zeros(self.batch_size * self.seq_len, *x.shape[1:])
+        return out.index_copy(0, self.indices, x).view(self.batch_size, self.seq_len, *x.shape[1:])
+
+    def pad_heads(self, x: torch.Tensor, num_heads: int) -> torch.Tensor:
+        """(N, heads * d_head) packed projections -> (B, heads, T, d_head), zeros at padding."""
+        head_dim = x.shape[-1] // num_heads
+        padded = self.pad(x).view(self.batch_size, self.seq_len, num_heads, head_dim)  # (B, T, heads, d_head)
+        return padded.transpose(1, 2)  # (B, heads, T, d_head)
+
+    def pack_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, heads, T, d_head) attention context -> (N, heads * d_head) packed rows."""
+        batch, heads, _, head_dim = x.shape
+        rows = x.transpose(1, 2)[self.batch_index, self.position]  # (N, heads, d_head)
+        return rows.reshape(-1, heads * head_dim)  # (N, H)
+
+
+def plan_unpadding(attention_mask: torch.Tensor | None, unpad: bool | None) -> Unpadding | None:
+    """The unpadding of a batch, or None for the padded path.
+
+    unpad: True = always (when the batch has a (B, T) attention mask), False = never,
+    None = automatic: when at least `UNPAD_MIN_PADDING` of the positions are padding.
+    Never under `torch.compile` (the packed row count is data-dependent).
+    """
+    if unpad is False or attention_mask is None or attention_mask.dim() != 2 or torch.compiler.is_compiling():
+        return None
+    if unpad is None:
+        total = attention_mask.numel()
+        padding = total - int(attention_mask.count_nonzero())
+        if padding == 0 or padding < UNPAD_MIN_PADDING * total:
+            return None
+    return Unpadding.from_attention_mask(attention_mask)
+
+
+@functools.cache
+def _accepts_unpadding(forward) -> bool:
+    return "unpadding" in inspect.signature(forward).parameters
+
+
+def accepts_unpadding(module: torch.nn.Module) -> bool:
+    """Whether `module.forward` takes an `unpadding` argument (subclasses that override
+    forward without it, e.g. another model family's embeddings, run padded)."""
+    return _accepts_unpadding(type(module).forward)
