@@ -52,6 +52,19 @@ def test_sampling_follows_the_softmax_and_is_reproducible():
     assert sample_tokens(logits[:0]).shape == (0,)
 
 
+def test_sampling_over_a_wide_vocabulary_matches_softmax_and_skips_impossible_tokens():
+    gen = torch.Generator().manual_seed(1)
+    row = torch.randn(200, generator=gen)
+    row[[0, 57, 199]] = float("-inf")  # probability 0: never drawn
+    draws = sample_tokens(row.expand(60_000, 200).clone(), torch.Generator().manual_seed(2))
+    counts = torch.bincount(draws, minlength=200).double()
+    assert counts[[0, 57, 199]].sum() == 0
+    expected = torch.softmax(row.double(), 0) * draws.numel()
+    possible = expected > 0
+    chi2 = float(((counts[possible] - expected[possible]) ** 2 / expected[possible]).sum())
+    assert chi2 < 262.0  # chi-square, 196 degrees of freedom, p = 0.001
+
+
 def _tiny_model(size: float = 0.5) -> ElectraPretrainingModel:
     config = ElectraConfig.from_dict(dict(vocab_size=60, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                           num_attention_heads=4, intermediate_size=64, max_position_embeddings=32))
