@@ -48,18 +48,27 @@ def sample_tokens(logits: torch.Tensor, generator: torch.Generator | None = None
 
     Inverse-CDF sampling: u ~ U(0, total) per row, the first index whose running sum of
     exp(logits - max) exceeds it. One uniform per row instead of `torch.multinomial`'s V
-    exponential draws, which took ~40% of a tiny ELECTRA step on CPU.
+    exponential draws (~40% of a tiny ELECTRA step on CPU), and rows are processed in
+    chunks through one small reused buffer rather than new (N, V) tensors (whose first
+    touch page-faults, see bertkit.model.memory).
     """
-    if logits.shape[0] == 0:
+    n, vocab = logits.shape
+    if n == 0:
         return torch.zeros(0, dtype=torch.long, device=logits.device)
     with torch.no_grad():
-        logits = logits.detach().float()
-        weights = (logits - logits.amax(dim=-1, keepdim=True)).exp_()  # (N, V) unnormalised probabilities
-        cdf = weights.cumsum_(dim=-1)  # (N, V) in place: running sums, the row total last
-        draw = torch.rand(logits.shape[0], 1, generator=generator, device=logits.device, dtype=cdf.dtype)
-        draw.mul_(cdf[:, -1:])  # (N, 1) uniform in [0, total)
-        index = torch.searchsorted(cdf, draw, right=True).squeeze(1)  # first running sum > draw
-        return index.clamp_(max=logits.shape[1] - 1)
+        logits = logits.detach()
+        draws = torch.rand(n, 1, generator=generator, device=logits.device, dtype=torch.float32)  # (N, 1)
+        rows = n if logits.device.type != "cpu" else max(1, (1 << 19) // vocab)  # ~2 MB of float32 per chunk
+        scratch = torch.empty(min(rows, n), vocab, device=logits.device, dtype=torch.float32)
+        out = torch.empty(n, dtype=torch.long, device=logits.device)
+        for start in range(0, n, rows):
+            stop = min(n, start + rows)
+            chunk, cdf = logits[start:stop], scratch[: stop - start]
+            torch.sub(chunk, chunk.amax(dim=-1, keepdim=True), out=cdf)
+            cdf.exp_().cumsum_(dim=-1)  # running sums of the unnormalised probabilities, the total last
+            threshold = draws[start:stop] * cdf[:, -1:]  # (rows, 1) uniform in [0, total)
+            out[start:stop] = torch.searchsorted(cdf, threshold, right=True).squeeze(1)  # first sum > threshold
+        return out.clamp_(max=vocab - 1)
 
 
 def replace_tokens(
