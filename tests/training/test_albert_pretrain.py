@@ -127,3 +127,27 @@ def test_albert_checkpoint_fine_tunes_as_a_classifier(albert_run, tmp_path, caps
         mine = ours(ids, types, mask).logits
         ref = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
     torch.testing.assert_close(mine, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_albert_resumes_with_shared_layers(corpus, tmp_path):
+    out = tmp_path / "run"
+    args = albert_args(corpus["sop"], out, "--share-layers", "ffn", "--set", "save_steps=1", "--set", "eval_steps=100")
+    assert main([*args, "--set", "max_steps=1"]) == 0
+    assert main(["pretrain", "--output-dir", str(out), "--resume", "--set", "max_steps=2"]) == 0
+    from bertkit.model.albert import AlbertForPreTraining
+
+    model = AlbertForPreTraining.from_pretrained(out / "final")
+    groups = model.albert.encoder.albert_layer_groups
+    assert model.config.sharing == "ffn" and groups[0].albert_layers[0].ffn is groups[1].albert_layers[0].ffn
+    assert (out / "checkpoint-0000002").is_dir()
+
+
+def test_albert_refuses_a_bert_checkpoint(corpus, tmp_path, capsys):
+    from bertkit import BertConfig, BertForPreTraining
+
+    bert = tmp_path / "bert"
+    BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=400, hidden_size=32, num_attention_heads=2,
+                                              intermediate_size=64)).save_pretrained(bert)
+    assert main(albert_args(corpus["sop"], tmp_path / "run", "--init-from", str(bert), "--set", "max_steps=1")) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "config.json: field 'model_type' must be 'albert', got 'bert'" in err
