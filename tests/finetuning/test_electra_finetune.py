@@ -70,11 +70,25 @@ def test_electra_discriminator_finetunes_on_classify(electra_dir, fixtures, tmp_
     assert line["label"] in ("bad", "good")
 
 
-def test_electra_tagging_is_a_one_line_error(electra_dir, fixtures, tmp_path, capsys):
-    """A task family without an ELECTRA head fails before training, naming the model."""
+def test_electra_discriminator_finetunes_on_ner(electra_dir, fixtures, tmp_path, capsys):
     conll = fixtures / "conll2003"
-    train = next(p for p in sorted(conll.iterdir()) if p.is_file())
-    code = main(["finetune", "ner", "--train", str(train), "--model", str(electra_dir),
-                 "--output-dir", str(tmp_path / "ner"), "--epochs", "1", *STEPS])
+    assert main(["finetune", "ner", "--train", str(conll / "eng.testa"), "--dev", str(conll / "eng.testa"),
+                 "--model", str(electra_dir), "--output-dir", str(tmp_path / "ner"), "--epochs", "1", *STEPS]) == 0
+    out = capsys.readouterr()
+    assert "initialised fresh: classifier.bias, classifier.weight" in out.err
+    best = Path(out.out.split(" model: ")[1].split()[0])
+    assert json.loads((best / "config.json").read_text())["architectures"] == ["ElectraForTokenClassification"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(best)
+    inputs = tokenizer([["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]], is_split_into_words=True,
+                       padding=True, return_tensors="pt")
+    assert_hf_logits_equal(best, transformers.ElectraForTokenClassification, dict(inputs))
+
+
+def test_electra_multiple_choice_is_a_one_line_error(electra_dir, fixtures, tmp_path, capsys):
+    """A task family without an ELECTRA head fails before training, naming the model."""
+    data = fixtures / "commonsenseqa" / "dev.jsonl"
+    code = main(["finetune", "multiple-choice", "--train", str(data), "--model", str(electra_dir),
+                 "--output-dir", str(tmp_path / "mc"), "--epochs", "1", *STEPS])
     err = capsys.readouterr().err.strip()
-    assert code == 1 and len(err.splitlines()) == 1 and "electra models have no tagging head" in err, err
+    assert code == 1 and len(err.splitlines()) == 1 and "electra models have no multiple_choice head" in err, err
+    assert not (tmp_path / "mc").exists() or not any((tmp_path / "mc").iterdir())

@@ -155,3 +155,34 @@ def test_generator_config_scales_width_heads_and_ffn():
     for bad in (0.0, -0.5, 1.5):
         with pytest.raises(ConfigError, match="generator_size"):
             generator_config(disc, bad)
+
+
+@pytest.mark.parametrize("name", ["ElectraForTokenClassification", "ElectraForQuestionAnswering"])
+def test_token_and_qa_heads_match_transformers_both_ways(tmp_path, name):
+    import bertkit.model.electra as electra
+
+    config = _config(num_labels=2 if "Question" in name else 5)
+    torch.manual_seed(6)
+    ref = getattr(transformers, name)(_hf(config)).eval()
+    ref.save_pretrained(tmp_path / "hf")
+    ours, info = getattr(electra, name).from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert info["missing_keys"] == []
+    ids, types, mask = _inputs(3)
+    mask[:] = 1  # transformers' QA softmax includes padding positions (bertkit's does not): compare unpadded
+    if "Token" in name:
+        targets = {"labels": torch.randint(0, 5, (B, T), generator=torch.Generator().manual_seed(1))}
+        targets["labels"][0, :2] = -100
+    else:
+        targets = {"start_positions": torch.tensor([1, 4, 0]), "end_positions": torch.tensor([3, 6, 0])}
+    with torch.no_grad():
+        a = ours(ids, types, mask, **targets)
+        b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, **targets)
+    _close(a.loss, b.loss)
+    for field in (("logits",) if "Token" in name else ("start_logits", "end_logits")):
+        _close(getattr(a, field), getattr(b, field))
+    ours.save_pretrained(tmp_path / "ours")
+    back, info = getattr(transformers, name).from_pretrained(tmp_path / "ours", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    with torch.no_grad():
+        again = back.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask, **targets)
+    _close(again.loss, b.loss)

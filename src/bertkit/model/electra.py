@@ -37,7 +37,13 @@ from bertkit.model.outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from bertkit.model.task_heads import classifier_dropout, problem_type, sequence_classification_loss
+from bertkit.model.task_heads import (
+    BertForQuestionAnswering,
+    BertForTokenClassification,
+    classifier_dropout,
+    problem_type,
+    sequence_classification_loss,
+)
 
 SUMMARY_TYPES = ("first", "last", "mean")
 
@@ -132,11 +138,19 @@ class ElectraEmbeddings(BertEmbeddings):
 
 
 class ElectraPreTrainedModel(BertPreTrainedModel):
-    """HF-layout loading and saving with an `ElectraConfig`; the encoder lives at `electra.`."""
+    """HF-layout loading and saving with an `ElectraConfig`; the encoder lives at `electra.`.
+
+    The token-classification and QA heads are BERT's (bertkit.model.task_heads) built over
+    `electra`: their forward reaches the encoder as `self.bert`, which here names `self.electra`."""
 
     backbone_prefix = "electra."
     base_model_prefix = "electra"
     optional_prefixes: tuple[str, ...] = ()
+
+    @property
+    def bert(self) -> nn.Module:
+        """The ELECTRA encoder under the name BERT's task-head code uses (not a second module)."""
+        return self.electra
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, strict: bool = True, output_loading_info: bool = False,
@@ -352,3 +366,33 @@ class ElectraForSequenceClassification(ElectraPreTrainedModel):
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class ElectraForTokenClassification(ElectraPreTrainedModel, BertForTokenClassification):
+    """Every token -> dropout -> K-way `classifier` (NER); BertForTokenClassification's forward over `electra`."""
+
+    optional_prefixes = ("classifier.",)
+
+    def __init__(self, config: ElectraConfig):
+        BertPreTrainedModel.__init__(self, config)
+        self.num_labels = config.num_labels
+        self.electra = ElectraModel(config)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()
+
+
+class ElectraForQuestionAnswering(ElectraPreTrainedModel, BertForQuestionAnswering):
+    """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering's forward over `electra`."""
+
+    optional_prefixes = ("qa_outputs.",)
+
+    def __init__(self, config: ElectraConfig):
+        BertPreTrainedModel.__init__(self, config)
+        if config.num_labels != 2:
+            raise ConfigError(
+                f"ElectraForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}")
+        self.num_labels = config.num_labels
+        self.electra = ElectraModel(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.init_weights()

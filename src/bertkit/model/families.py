@@ -75,6 +75,8 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
                            "electra", {
         "classification": "bertkit.model.electra:ElectraForSequenceClassification",
+        "tagging": "bertkit.model.electra:ElectraForTokenClassification",
+        "qa": "bertkit.model.electra:ElectraForQuestionAnswering",
     }),
 }
 
