@@ -125,6 +125,27 @@ def test_task_heads_match_transformers_both_ways(tmp_path, name):
                 close(mine[field][real.expand_as(mine[field])], theirs[field][real.expand_as(theirs[field])])
 
 
+def test_masked_lm_matches_transformers_both_ways(tmp_path):
+    from bertkit.model.albert import AlbertForMaskedLM
+
+    ref = reference(transformers.AlbertForMaskedLM)
+    ref.save_pretrained(tmp_path / "hf")
+    ours = AlbertForMaskedLM.from_pretrained(tmp_path / "hf")
+    assert ours.loading_info == {"missing_keys": [], "unexpected_keys": []}
+    ids, types, mask = batch(6)
+    labels = torch.full_like(ids, -100)
+    labels[0, 1], labels[2, 3] = 11, 12
+    ours.save_pretrained(tmp_path / "ours")
+    back = transformers.AlbertForMaskedLM.from_pretrained(tmp_path / "ours").eval()
+    with torch.no_grad():
+        full, sparse = ours(ids, types, mask), ours(ids, types, mask, labels=labels)
+        for model in (ref, back):
+            theirs = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
+            close(full.logits, theirs.logits)
+            close(sparse.loss, theirs.loss)
+            close(sparse.logits, theirs.logits[labels != -100])
+
+
 def test_sequence_classification_loss_matches_transformers(tmp_path):
     ref = reference(transformers.AlbertForSequenceClassification, num_labels=3)
     ref.save_pretrained(tmp_path)

@@ -48,6 +48,7 @@ from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput, ModelOutput
+from bertkit.model.roberta import MaskedLMOutput  # (loss, logits, masked_positions, ...): one definition
 from bertkit.model.task_heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
@@ -383,6 +384,22 @@ class AlbertMLMHead(nn.Module):
         """hidden_states (..., H), word_embeddings (V, E) -> logits (..., V)."""
         return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
 
+    def masked_lm(
+        self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, labels: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+        """hidden_states (B, T, H); labels (B, T) ids, -100 = no prediction, or None.
+
+        Returns (loss, logits, positions): without labels (None, (B, T, V), None); with them
+        only the labelled positions reach the vocabulary (the V x E decoder is most of a
+        small model's work): mean CE, (N, V) logits and their (N, 2) positions, row-major."""
+        if labels is None:
+            return None, self(hidden_states, word_embeddings), None
+        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+        selected = hidden_states[positions[:, 0], positions[:, 1]]  # (N, H)
+        targets = labels[positions[:, 0], positions[:, 1]]
+        loss, logits = decoder_cross_entropy(self.transform(selected), word_embeddings, self.bias, targets)
+        return loss, logits, positions
+
 
 class AlbertSOPHead(nn.Module):
     """Sentence-order prediction on the pooled [CLS]: dropout, (H -> 2) `classifier`."""
@@ -427,22 +444,42 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
         sentence_order_label: (B,) 0 = A then B, 1 = swapped (-100 = ignore)."""
         out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         sop_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
-        loss = positions = None
-        if labels is None:
-            prediction_logits = self.mlm_logits(out.last_hidden_state)  # (B, T, V)
-        else:  # only the labelled positions reach the vocabulary (see BertForPreTraining)
-            positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-            selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
-            targets = labels[positions[:, 0], positions[:, 1]]
-            loss, prediction_logits = decoder_cross_entropy(
-                self.predictions.transform(selected), self.albert.embeddings.word_embeddings.weight,
-                self.predictions.bias, targets,
-            )
+        word_embeddings = self.albert.embeddings.word_embeddings.weight
+        loss, prediction_logits, positions = self.predictions.masked_lm(out.last_hidden_state, word_embeddings, labels)
         if sentence_order_label is not None:
             sop_loss = F.cross_entropy(sop_logits, sentence_order_label.view(-1), ignore_index=IGNORE_INDEX)
             loss = sop_loss if loss is None else loss + sop_loss
         return AlbertForPreTrainingOutput(loss, prediction_logits, sop_logits, positions, out.hidden_states,
                                           out.attentions)
+
+
+class AlbertForMaskedLM(AlbertPreTrainedModel):
+    """ALBERT with its MLM head only (HF `AlbertForMaskedLM`: no pooler, no SOP head)."""
+
+    backbone_prefix = "albert."
+    optional_prefixes = ("predictions.",)
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__(config)
+        self.albert = AlbertModel(config, add_pooling_layer=False)
+        self.predictions = AlbertMLMHead(config)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MaskedLMOutput:
+        """(B, T) int inputs; labels (B, T) original ids at masked positions, -100 elsewhere
+        (then logits are (N, V) at those positions only, see `masked_positions`)."""
+        out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        word_embeddings = self.albert.embeddings.word_embeddings.weight
+        loss, logits, positions = self.predictions.masked_lm(out.last_hidden_state, word_embeddings, labels)
+        return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 
 class AlbertForSequenceClassification(AlbertPreTrainedModel, BertForSequenceClassification):
