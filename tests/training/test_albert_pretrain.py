@@ -151,3 +151,29 @@ def test_albert_refuses_a_bert_checkpoint(corpus, tmp_path, capsys):
     assert main(albert_args(corpus["sop"], tmp_path / "run", "--init-from", str(bert), "--set", "max_steps=1")) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "config.json: field 'model_type' must be 'albert', got 'bert'" in err
+
+
+def test_two_process_fsdp_with_attention_sharing_matches_one_process(corpus, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from bertkit.model.albert import AlbertForPreTraining
+
+    common = ["--share-layers", "attention", "--set", "max_steps=3", "--set", "log_steps=1", "--set", "save_steps=100",
+              "--set", "eval_steps=100", "--set", "model.classifier_dropout_prob=0"]  # no dropout anywhere
+    assert main(albert_args(corpus["sop"], tmp_path / "single", *common)) == 0
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29531", "-m",
+           "bertkit", *albert_args(corpus["sop"], tmp_path / "fsdp", *common, "--set", "parallel=fsdp")]
+    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def losses(run: Path) -> list[float]:
+        return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+
+    assert len(losses(tmp_path / "single")) == 3
+    assert losses(tmp_path / "fsdp") == pytest.approx(losses(tmp_path / "single"), rel=1e-5)
+    one = AlbertForPreTraining.from_pretrained(tmp_path / "single" / "final").state_dict()
+    two = AlbertForPreTraining.from_pretrained(tmp_path / "fsdp" / "final").state_dict()  # copies equal: re-tied
+    for key in one:
+        torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=1e-4)

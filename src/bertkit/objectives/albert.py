@@ -64,6 +64,14 @@ class AlbertObjective(MlmNspObjective):
         model.train()
         return model
 
+    def fsdp_units(self, model: nn.Module) -> list[nn.Module]:
+        """FSDP shards each distinct `AlbertLayer` (a layer shared by all runs gathers once per
+        application). With attention- or FFN-only sharing a shared sub-module sits in every
+        layer, which FSDP cannot manage in two units: the whole model is then one unit."""
+        if model.config.share_layers is not None:
+            return []
+        return [layer for group in model.albert.encoder.albert_layer_groups for layer in group.albert_layers]
+
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
         metrics = super().summarize(stats)
         return {key.replace("nsp_", "sop_"): value for key, value in metrics.items()}
