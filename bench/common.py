@@ -36,3 +36,17 @@ def interleaved_best(
             results[name] = fn()
             best[name] = min(best[name], clock() - start)
     return best, results
+
+
+def synchronized(step: Callable[[], object], device: str) -> Callable[[], object]:
+    """`step` followed by a CUDA synchronize on a GPU (so its time is the kernels' time); as is on CPU."""
+    if device == "cpu":
+        return step
+    import torch
+
+    def run():
+        value = step()
+        torch.cuda.synchronize()
+        return value
+
+    return run
