@@ -17,8 +17,10 @@ MFU = useful FLOPs of bertkit's step / s, over the fp32 matmul peak measured her
 2048^3 `torch.mm` timed as one more interleaved candidate, best of the rounds). Useful
 FLOPs (forward + backward = 3 x forward, a multiply-add = 2 FLOPs; biases, norms,
 softmax and the optimizer not counted):
-    6 * tokens * L * (4 H^2 + 2 H I)        encoder projections and FFN
-  + 12 * L * B * T^2 * H                    attention scores and context
+    6 * tokens * (L - 1) * (4 H^2 + 2 H I)  encoder projections and FFN, all layers but the last
+  + 6 * (tokens * 2 H^2 + R * (2 H^2 + 2 H I))   the last: K, V everywhere, the rest at the
+                                            R = N + B positions the heads read (masked, [CLS])
+  + 12 * B * T * H * ((L - 1) * T + R / B)  attention scores and context
   + 6 * N * (H^2 + V * H)                   MLM transform + decoder at the N masked positions
   + 6 * B * (H^2 + 2 H)                     pooler + NSP classifier
 Targets (2-core CPU): ratio >= 6 at tiny (L2/H128/A2), >= 3.5 at mini (L4/H256/A4).
@@ -92,8 +94,9 @@ def useful_flops(config, batch: dict[str, torch.Tensor]) -> float:
     b, t = batch["input_ids"].shape
     h, i, layers, v = config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size
     masked = int((batch["labels"] != -100).sum())
-    encoder = 6 * b * t * layers * (4 * h * h + 2 * h * i)
-    attention = 12 * layers * b * t * t * h
+    read = masked + b  # the last layer runs fully only at the masked positions and [CLS]
+    encoder = 6 * b * t * (layers - 1) * (4 * h * h + 2 * h * i) + 6 * (b * t * 2 * h * h + read * (2 * h * h + 2 * h * i))
+    attention = 12 * (layers - 1) * b * t * t * h + 12 * read * t * h
     mlm = 6 * masked * (h * h + v * h)
     nsp = 6 * b * (h * h + 2 * h)
     return float(encoder + attention + mlm + nsp)

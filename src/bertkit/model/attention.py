@@ -10,6 +10,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.dropout import Dropout, dropout
+from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
 
 
@@ -33,21 +34,32 @@ class BertSelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def _project(
-        self, hidden_states: torch.Tensor, query_scale: float, unpadding: Unpadding | None = None
+        self, hidden_states: torch.Tensor, query_scale: float, unpadding: Unpadding | None = None,
+        query_rows: QueryRows | None = None,
     ) -> tuple[torch.Tensor, ...]:
         """(B, T, H) -> query, key, value (B, heads, T, d_head); the query times `query_scale`.
 
         With `unpadding`, hidden_states are packed (N, H) rows: projected as rows, then
-        scattered into (B, heads, T, d_head) with zeros at padding."""
+        scattered into (B, heads, T, d_head) with zeros at padding. With `query_rows`,
+        queries are projected at its rows only: (B, heads, M_max, d_head)."""
         query_weight, query_bias = self.query.weight, self.query.bias
         if query_scale != 1.0:  # folded into the (H, H) weight: free, unlike scaling the (B, heads, T, T) scores
             query_weight, query_bias = query_weight * query_scale, query_bias * query_scale
-        query = F.linear(hidden_states, query_weight, query_bias)
-        projections = (query, self.key(hidden_states), self.value(hidden_states))  # 3 x (B, T, H) or (N, H)
+        query_input = hidden_states if query_rows is None else query_rows.select(hidden_states)  # (M, H)
+        query = F.linear(query_input, query_weight, query_bias)
+        projections = (self.key(hidden_states), self.value(hidden_states))  # 2 x (B, T, H) or (N, H)
         if unpadding is not None:
-            return tuple(unpadding.pad_heads(x, self.num_heads) for x in projections)
-        batch, seq_len, _ = hidden_states.shape
-        return tuple(x.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2) for x in projections)
+            key, value = (unpadding.pad_heads(x, self.num_heads) for x in projections)
+        else:
+            batch, seq_len, _ = hidden_states.shape
+            key, value = (x.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2) for x in projections)
+        if query_rows is not None:
+            query = query_rows.to_query_layout(query, self.num_heads)
+        elif unpadding is not None:
+            query = unpadding.pad_heads(query, self.num_heads)
+        else:
+            query = query.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
+        return query, key, value
 
     def forward(
         self,
@@ -55,6 +67,7 @@ class BertSelfAttention(nn.Module):
         attention_mask: torch.Tensor | None,
         output_attentions: bool = False,
         unpadding: Unpadding | None = None,
+        query_rows: QueryRows | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """hidden_states: (B, T, H); attention_mask: (B, 1, 1, T) bool, True = attend.
 
@@ -62,12 +75,13 @@ class BertSelfAttention(nn.Module):
         (B, heads, T, T) — computed explicitly then, since SDPA does not expose them.
         With `unpadding` (bertkit.model.unpad), hidden_states and the context are packed
         (N, H) rows of the real tokens; attention itself runs padded, masked by
-        `attention_mask` as above.
+        `attention_mask` as above. With `query_rows` (bertkit.model.query_rows), only those
+        positions query: the context is (M, H), one row per read position.
         """
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
         if output_attentions or (dropout_p > 0.0 and hidden_states.device.type == "cpu"):
-            query, key, value = self._project(hidden_states, 1.0 / math.sqrt(self.head_dim), unpadding)
+            query, key, value = self._project(hidden_states, 1.0 / math.sqrt(self.head_dim), unpadding, query_rows)
             scores = query @ key.transpose(-1, -2)  # (B, heads, T, T)
             if attention_mask is not None:
                 scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
@@ -76,8 +90,10 @@ class BertSelfAttention(nn.Module):
             if not output_attentions:
                 probs = None
         else:
-            query, key, value = self._project(hidden_states, 1.0, unpadding)
+            query, key, value = self._project(hidden_states, 1.0, unpadding, query_rows)
             context = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout_p)
+        if query_rows is not None:
+            return query_rows.from_query_layout(context), probs  # (M, H)
         if unpadding is not None:
             return unpadding.pack_heads(context), probs  # (N, H)
         batch, _, seq_len, _ = context.shape

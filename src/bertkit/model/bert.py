@@ -18,6 +18,7 @@ from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import BertPooler, BertPreTrainingHeads
 from bertkit.model.layers import BertEncoder
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
+from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding, accepts_unpadding, plan_unpadding
 
 IGNORE_INDEX = -100
@@ -124,6 +125,7 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         unpad: bool | None = None,
+        read_positions: torch.Tensor | None = None,
     ) -> BertModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
 
@@ -132,17 +134,34 @@ class BertModel(BertPreTrainedModel):
         positions and `pooler_output` are those of the padded path.
 
         attention_mask may also be (B, T, T) (HF semantics): row i = the keys query i sees,
-        e.g. a causal mask for a left-to-right LM."""
+        e.g. a causal mask for a left-to-right LM.
+
+        read_positions: (B, T) bool, the positions whose final hidden state the caller
+        reads (e.g. MLM targets): the last layer runs only there and at [CLS] (for the
+        pooler), and `last_hidden_state` is zero elsewhere (bertkit.model.query_rows).
+        Ignored with output_hidden_states, output_attentions or a (B, T, T) mask."""
+        if read_positions is not None and (output_hidden_states or output_attentions
+                                           or (attention_mask is not None and attention_mask.dim() == 3)):
+            read_positions = None
+        if read_positions is not None:
+            read_positions = read_positions.clone()
+            read_positions[:, 0] = True  # [CLS]: the pooler's input
         if not output_attentions and accepts_unpadding(self.encoder):
             unpadding = plan_unpadding(attention_mask, getattr(self, "unpad", None) if unpad is None else unpad)
             if unpadding is not None:
-                return self._forward_unpadded(input_ids, token_type_ids, unpadding, output_hidden_states)
+                return self._forward_unpadded(input_ids, token_type_ids, unpadding, output_hidden_states, read_positions)
         mask = None
         if attention_mask is not None and attention_mask.dim() == 3:
             mask = attention_mask.bool()[:, None]  # (B, 1, T, T): keys each query attends to
         elif attention_mask is not None and not bool(attention_mask.all()):  # no padding: skip masking
             mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
         hidden = self.embeddings(input_ids, token_type_ids)
+        if read_positions is not None:
+            query_rows = QueryRows.build(read_positions)
+            rows, _, _ = self.encoder(hidden, mask, query_rows=query_rows)
+            last = query_rows.scatter(rows, *input_ids.shape)  # (B, T, H), zeros where not read
+            pooled = self.pooler(last) if self.pooler is not None else None
+            return BertModelOutput(last, pooled, None, None)
         last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)
         pooled = self.pooler(last) if self.pooler is not None else None
         return BertModelOutput(last, pooled, all_hidden, attentions)
@@ -153,12 +172,20 @@ class BertModel(BertPreTrainedModel):
         token_type_ids: torch.Tensor | None,
         unpadding: Unpadding,
         output_hidden_states: bool,
+        read_positions: torch.Tensor | None = None,
     ) -> BertModelOutput:
         """The forward on packed (N, H) rows of the real tokens; outputs padded back to (B, T, H)."""
         if accepts_unpadding(self.embeddings):
             hidden = self.embeddings(input_ids, token_type_ids, unpadding=unpadding)  # (N, H)
         else:  # another family's embeddings that only run padded: pack their output
             hidden = unpadding.pack(self.embeddings(input_ids, token_type_ids))  # (N, H)
+        if read_positions is not None:  # the last layer at the read (real) positions only
+            real = torch.zeros_like(read_positions).view(-1).index_fill_(0, unpadding.indices, True)
+            query_rows = QueryRows.build(read_positions & real.view_as(read_positions), unpadding)
+            rows, _, _ = self.encoder(hidden, unpadding.key_mask, unpadding=unpadding, query_rows=query_rows)
+            last = query_rows.scatter(rows, unpadding.batch_size, unpadding.seq_len)  # (B, T, H)
+            pooled = self.pooler(last) if self.pooler is not None else None
+            return BertModelOutput(last, pooled, None, None)
         last, all_hidden, _ = self.encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
         last = unpadding.pad(last)  # (B, T, H), zeros at padding
         if all_hidden is not None:  # the last entry is `last` itself
@@ -206,7 +233,10 @@ class BertForPreTraining(BertPreTrainedModel):
     ) -> BertForPreTrainingOutput:
         """labels: (B, T) original ids at masked positions, -100 elsewhere;
         next_sentence_label: (B,) 0 = IsNext, 1 = NotNext (-100 = ignore)."""
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        # with labels, the last layer runs only where the heads read (masked positions, [CLS])
+        read = None if labels is None else labels != IGNORE_INDEX
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+                        read_positions=read)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         loss = positions = None
         if labels is None:

@@ -8,6 +8,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.attention import BertAttention, BertSublayerOutput
+from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
 
 ACTIVATIONS = {
@@ -51,21 +52,25 @@ class BertLayer(nn.Module):
         attention_mask: torch.Tensor | None,
         output_attentions: bool = False,
         unpadding: Unpadding | None = None,
+        query_rows: QueryRows | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """hidden_states: (B, T, H) -> (B, T, H), attention probs (B, heads, T, T) or None.
 
         With `unpadding`, hidden_states are packed (N, H) rows of the real tokens and so is
-        the result: everything but attention is row-wise (bertkit.model.unpad)."""
+        the result: everything but attention is row-wise (bertkit.model.unpad). With
+        `query_rows`, the result is (M, H): the layer at those positions only
+        (bertkit.model.query_rows)."""
         attn_out, ffn_out = self.attention.output, self.output
+        residual = hidden_states if query_rows is None else query_rows.select(hidden_states)  # (M, H)
         if self.pre_layer_norm:
             context, probs = self.attention.self(
-                attn_out.LayerNorm(hidden_states), attention_mask, output_attentions, unpadding
+                attn_out.LayerNorm(hidden_states), attention_mask, output_attentions, unpadding, query_rows
             )
-            hidden_states = hidden_states + attn_out.dropout(attn_out.dense(context))
+            hidden_states = residual + attn_out.dropout(attn_out.dense(context))
             ffn = ffn_out.dense(self.intermediate(ffn_out.LayerNorm(hidden_states)))
             return hidden_states + ffn_out.dropout(ffn), probs
-        context, probs = self.attention.self(hidden_states, attention_mask, output_attentions, unpadding)
-        hidden_states = attn_out.LayerNorm(hidden_states + attn_out.dropout(attn_out.dense(context)))
+        context, probs = self.attention.self(hidden_states, attention_mask, output_attentions, unpadding, query_rows)
+        hidden_states = attn_out.LayerNorm(residual + attn_out.dropout(attn_out.dense(context)))
         ffn = ffn_out.dense(self.intermediate(hidden_states))
         return ffn_out.LayerNorm(hidden_states + ffn_out.dropout(ffn)), probs
 
@@ -90,19 +95,24 @@ class BertEncoder(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         unpadding: Unpadding | None = None,
+        query_rows: QueryRows | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """Returns last (B, T, H), all hidden states (embeddings + each layer) and attentions.
 
         In pre-LN mode the last entry of `hidden_states` is after the final LayerNorm.
         With `unpadding`, the input and every returned hidden state are packed (N, H) rows.
+        With `query_rows`, the last layer runs at those positions only and `last` is (M, H)
+        (not with output_hidden_states).
         """
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for index, layer in enumerate(self.layer):
-            if unpadding is None:
+            last_rows = query_rows if index == len(self.layer) - 1 else None
+            if unpadding is None and last_rows is None:
                 hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
             else:
-                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, unpadding=unpadding)
+                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, unpadding=unpadding,
+                                             query_rows=last_rows)
             if self.final_layer_norm is not None and index == len(self.layer) - 1:
                 hidden_states = self.final_layer_norm(hidden_states)
             if all_hidden is not None:
