@@ -1,0 +1,586 @@
+"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d)) for docs/ablations.md.
+
+    .venv/bin/python experiments/ablations.py list                 # the steps, done or not
+    .venv/bin/python experiments/ablations.py run all --jobs 2     # run what is not done (resumable)
+    .venv/bin/python experiments/ablations.py run a                # one ablation (and what it needs)
+    .venv/bin/python experiments/ablations.py table                # markdown tables from results.jsonl
+    .venv/bin/python experiments/ablations.py plots --out docs/ablations   # bar charts + pre-training curves
+
+Every step is one bertkit command line (`tokenizer train`, `data build`, `pretrain`,
+`finetune glue`) run as a subprocess; its output goes to <work-dir>/logs/<step>.log, its
+result to <work-dir>/results.jsonl (one JSON object a line, appended). A step with a
+recorded result is skipped; a pre-training step stopped midway resumes from its latest
+checkpoint. `--jobs N` runs up to N independent steps at once (one thread each).
+
+Setup (all knobs are flags; the defaults are the budget of docs/ablations.md):
+- tokenizer: one uncased likelihood WordPiece (--vocab-size, 8,192) trained by bertkit on
+  the pre-training corpus, ../shared/data/corpus-en/austen_novels.txt.gz;
+- data: NSP instances of max_seq_length 128 from the whole corpus, dynamic masking (the
+  shared data of every arm but (c)); (c) uses the first --slice-chars characters (whole
+  documents) so that --pretrain-steps make several epochs: dynamic masking vs
+  `--masking static --dupe-factor N`;
+- pre-training: --preset tiny, the same steps, batch, lr schedule and seed for every arm;
+  ELECTRA's steps are chosen so that its training FLOPs (generator + discriminator,
+  `step_flops`) equal the MLM arm's;
+- fine-tuning (the same settings for every arm): MRPC full train / full dev, SST-2 a
+  random train subset / full dev, QNLI (only dev.tsv exists here) split at random into a
+  training part and a disjoint scored part; --seeds fine-tuning seeds each; the score is
+  the dev score after the last epoch (one evaluation, no checkpoint picking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments"))
+from quality_table import BERTKIT, DATA, ENV, read_results, run_command, split_indices  # noqa: E402
+
+CORPUS = DATA / "corpus-en" / "austen_novels.txt.gz"
+GLUE = DATA / "glue"
+SEED = 20261124
+TASKS = {"mrpc": ("f1", "accuracy"), "sst2": ("accuracy",), "qnli": ("accuracy",)}
+_RECORD_LOCK = threading.Lock()
+
+
+# ---------------------------------------------------------------------------- FLOPs (pure)
+
+
+def encoder_flops(tokens: float, seq_len: int, layers: int, hidden: int, intermediate: int) -> float:
+    """Matmul FLOPs of a BERT encoder's training step (forward + backward = 3 x forward, a
+    multiply-add = 2 FLOPs) on `tokens` positions in sequences padded to `seq_len`:
+    projections and FFN 6 * tokens * L * (4 H^2 + 2 H I), attention 12 * tokens * T * L * H."""
+    return 6.0 * tokens * layers * (4 * hidden * hidden + 2 * hidden * intermediate) + 12.0 * tokens * seq_len * layers * hidden
+
+
+def step_flops(objective: str, config: dict, batch_size: int, seq_len: int, masked: float,
+               predicted: float | None = None, generator: dict | None = None) -> float:
+    """Matmul FLOPs of one training step (forward + backward) of `objective` on a batch of
+    `batch_size` sequences padded to `seq_len`.
+
+    config: the (discriminator's) config fields hidden_size, intermediate_size,
+    num_hidden_layers, vocab_size (and embedding_size for electra); masked: positions with an
+    MLM label in the batch; predicted: ltr's labelled positions (default B x (T - 1));
+    generator: electra's generator config fields. Embedding lookups, norms, softmax and the
+    optimizer are not counted.
+    """
+    h, i, layers, v = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], config["vocab_size"]
+    tokens = float(batch_size * seq_len)
+    if objective in ("mlm", "mlm_nsp"):
+        flops = encoder_flops(tokens, seq_len, layers, h, i) + 6.0 * masked * (h * h + v * h)  # + transform, decoder
+        return flops + (6.0 * batch_size * (h * h + 2 * h) if objective == "mlm_nsp" else 0.0)  # pooler + NSP
+    if objective == "ltr":
+        predicted = batch_size * (seq_len - 1) if predicted is None else predicted
+        return encoder_flops(tokens, seq_len, layers, h, i) + 6.0 * predicted * (h * h + v * h)
+    if objective == "electra":
+        e = config.get("embedding_size", h)
+        g, gi = generator["hidden_size"], generator["intermediate_size"]
+        disc = encoder_flops(tokens, seq_len, layers, h, i) + 6.0 * tokens * (h * h + h)  # + dense, dense_prediction
+        disc += 6.0 * tokens * e * h if e != h else 0.0  # embeddings_project
+        gen = encoder_flops(tokens, seq_len, generator["num_hidden_layers"], g, gi) + 6.0 * masked * (g * e + e * v)
+        gen += 6.0 * tokens * e * g if e != g else 0.0
+        return disc + gen
+    raise ValueError(f"no FLOPs formula for objective {objective!r}")
+
+
+# ---------------------------------------------------------------------------- subsets (pure)
+
+
+def write_corpus_slice(source: Path, chars: int, target: Path) -> int:
+    """The first documents of `source` (blank-line separated) up to `chars` characters; returns
+    the characters written."""
+    from bertkit.atomic import write_text_atomic
+
+    with gzip.open(source, "rt", encoding="utf-8") as handle:
+        text = handle.read()
+    documents, size = [], 0
+    for document in text.split("\n\n"):
+        if size and size + len(document) > chars:
+            break
+        documents.append(document)
+        size += len(document) + 2
+    write_text_atomic(target, "\n\n".join(documents) + "\n")
+    return size
+
+
+def write_tsv_subset(source: Path, target: Path, rows: np.ndarray) -> None:
+    """Header + the given data rows (0-based, header excluded) of a GLUE TSV."""
+    from bertkit.atomic import write_text_atomic
+
+    header, *lines = source.read_text(encoding="utf-8").splitlines()
+    write_text_atomic(target, "\n".join([header, *(lines[r] for r in rows)]) + "\n")
+
+
+def cut_tasks(work: Path, args: argparse.Namespace) -> dict[str, dict]:
+    """{task: {"train", "dev", "train_subset", "eval_set"}}; subsets seeded, the same on a rerun."""
+    out = work / "data"
+    sst2_rows = len((GLUE / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()) - 1
+    sst2_train, _ = split_indices(sst2_rows, 0, SEED, args.sst2_train)
+    write_tsv_subset(GLUE / "SST-2" / "train.tsv", out / f"sst2_train_{args.sst2_train}.tsv", sst2_train)
+    qnli_rows = len((GLUE / "QNLI" / "dev.tsv").read_text(encoding="utf-8").splitlines()) - 1
+    qnli_train, qnli_dev = split_indices(qnli_rows, args.qnli_dev, SEED, args.qnli_train)
+    write_tsv_subset(GLUE / "QNLI" / "dev.tsv", out / f"qnli_train_{args.qnli_train}.tsv", qnli_train)
+    write_tsv_subset(GLUE / "QNLI" / "dev.tsv", out / f"qnli_dev_{args.qnli_dev}.tsv", qnli_dev)
+    mrpc = {"train": GLUE / "MRPC" / "train.tsv", "dev": GLUE / "MRPC" / "dev.tsv",
+            "train_subset": "MRPC train, all 3,668", "eval_set": "MRPC dev, all 408"}
+    if args.mrpc_train:  # a dry run's subset
+        write_tsv_subset(mrpc["train"], out / f"mrpc_train_{args.mrpc_train}.tsv",
+                         split_indices(3668, 0, SEED, args.mrpc_train)[0])
+        mrpc.update(train=out / f"mrpc_train_{args.mrpc_train}.tsv", train_subset=f"MRPC train, {args.mrpc_train:,} random")
+    return {
+        "mrpc": mrpc,
+        "sst2": {"train": out / f"sst2_train_{args.sst2_train}.tsv", "dev": GLUE / "SST-2" / "dev.tsv",
+                 "train_subset": f"SST-2 train, {len(sst2_train):,} random of {sst2_rows:,}",
+                 "eval_set": "SST-2 dev, all 872"},
+        "qnli": {"train": out / f"qnli_train_{args.qnli_train}.tsv", "dev": out / f"qnli_dev_{args.qnli_dev}.tsv",
+                 "train_subset": f"QNLI dev, {len(qnli_train):,} random of {qnli_rows:,} (no train.tsv here)",
+                 "eval_set": f"QNLI dev, {len(qnli_dev):,} others"},
+    }
+
+
+# ---------------------------------------------------------------------------- steps
+
+
+@dataclass
+class Step:
+    name: str
+    kind: str  # tokenizer | data | pretrain | finetune | random
+    deps: tuple = ()
+    options: dict = field(default_factory=dict)
+
+
+# pre-training arms: name -> (objective, data step, masking, ablations that use it)
+ARMS = {
+    "mlm_nsp": ("mlm_nsp", "data", "token", "a"),
+    "mlm": ("mlm", "data", "token", "abd"),
+    "ltr": ("ltr", "data", "token", "a"),
+    "electra": ("electra", "data", "token", "b"),
+    "wwm": ("mlm", "data", "whole_word", "d"),
+    "dynamic": ("mlm", "data-slice", "token", "c"),
+    "static": ("mlm", "data-static", "token", "c"),
+    "random": ("", "", "", "abcd"),  # the no-pre-training control (mlm's config, fresh weights)
+}
+ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
+             "electra": "mrpc sst2 qnli", "wwm": "mrpc sst2", "dynamic": "mrpc sst2", "static": "mrpc sst2",
+             "random": "mrpc sst2 qnli"}
+
+
+def build_steps(args: argparse.Namespace) -> dict[str, Step]:
+    """In running order, one block per ablation so that a cut-short run has whole ablations:
+    (a) with the no-pre-training control, then (b), (d), (c)."""
+    table = [Step("tokenizer", "tokenizer"), Step("data", "data", ("tokenizer",))]
+    blocks = (("mlm_nsp", "mlm", "ltr", "random"), ("electra",), ("wwm",), ("dynamic", "static"))
+    for arms in blocks:
+        if "dynamic" in arms:
+            table += [Step("data-slice", "data", ("tokenizer",), {"slice": True}),
+                      Step("data-static", "data", ("tokenizer",), {"slice": True, "static": True})]
+        for arm in arms:
+            objective, data, masking, _ = ARMS[arm]
+            if arm == "random":
+                table.append(Step("pt-random", "random", ("pt-mlm",), {"arm": arm}))
+                continue
+            deps = (data, "pt-mlm") if arm == "electra" else (data,)  # electra's steps come from mlm's FLOPs
+            table.append(Step(f"pt-{arm}", "pretrain", deps, {"arm": arm, "objective": objective, "data": data,
+                                                            "masking": masking}))
+        for seed in args.seeds:
+            for arm in arms:
+                for task in ARM_TASKS[arm].split():
+                    table.append(Step(f"ft-{arm}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
+                                      {"arm": arm, "task": task, "seed": seed}))
+    return {s.name: s for s in table}
+
+
+def select(names: list[str], steps: dict[str, Step]) -> list[str]:
+    """Step names for the request (names, `all`, or ablation letters a-d) plus their dependencies, in table order."""
+    wanted: set[str] = set()
+    for name in names:
+        if name == "all":
+            wanted |= set(steps)
+        elif name in ("a", "b", "c", "d"):
+            arms = {arm for arm, spec in ARMS.items() if name in spec[3]}
+            wanted |= {n for n, s in steps.items() if s.options.get("arm") in arms}
+        elif name in steps:
+            wanted.add(name)
+        else:
+            raise SystemExit(f"ablations: unknown step {name!r}; see `ablations.py list`")
+    stack = list(wanted)
+    while stack:
+        for dep in steps[stack.pop()].deps:
+            if dep not in wanted:
+                wanted.add(dep)
+                stack.append(dep)
+    return [n for n in steps if n in wanted]
+
+
+def record(work: Path, entry: dict) -> None:
+    with _RECORD_LOCK, open(work / "results.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
+def data_info(data: Path) -> dict:
+    """Instances and tokens of a data directory's train split (its shards' shard.json)."""
+    metas = [json.loads(p.read_text()) for p in sorted(data.glob("train-*/shard.json"))]
+    return {"instances": sum(m["num_instances"] for m in metas), "tokens": sum(m["num_tokens"] for m in metas)}
+
+
+def config_fields(run: Path) -> dict:
+    return json.loads((run / "final" / "config.json").read_text())
+
+
+def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_len: float) -> float:
+    """FLOPs of one step of `objective` at this experiment's batch: sequences padded to
+    max_seq_length, 15% of the non-special tokens (mean_len - 3 per NSP instance) masked."""
+    from bertkit.model.electra import ElectraConfig, generator_config
+
+    masked = args.batch_size * 0.15 * (mean_len - 3)
+    generator = None
+    if objective == "electra":
+        known = {k: v for k, v in config.items() if k in ElectraConfig.__dataclass_fields__ and k != "model_type"}
+        generator = generator_config(ElectraConfig(**known), args.generator_size).to_dict()
+    predicted = args.batch_size * (mean_len - 1)
+    return step_flops(objective, config, args.batch_size, args.max_seq_length, masked, predicted, generator)
+
+
+def run_step(step: Step, args: argparse.Namespace) -> dict:
+    work = args.work_dir
+    log = work / "logs" / f"{step.name}.log"
+    entry: dict = {"step": step.name}
+    if step.kind == "tokenizer":
+        command = [BERTKIT, "tokenizer", "train", "--vocab-size", str(args.vocab_size), "--output", str(work / "tok"),
+                   "--no-progress", str(CORPUS)]
+    elif step.kind == "data":
+        corpus = CORPUS
+        if step.options.get("slice"):
+            corpus = work / "data" / f"austen_first_{args.slice_chars}.txt"
+            entry["corpus_chars"] = write_corpus_slice(CORPUS, args.slice_chars, corpus)
+        command = [BERTKIT, "data", "build", "--tokenizer", str(work / "tok"), "--max-seq-length",
+                   str(args.max_seq_length), "--output", str(work / step.name), "--overwrite", "--no-progress",
+                   "--workers", "1", str(corpus)]
+        if step.options.get("static"):
+            command[-1:-1] = ["--masking", "static", "--dupe-factor", str(args.dupe_factor)]
+    elif step.kind == "random":
+        from quality_table import write_random_model
+
+        write_random_model(work / "runs" / "pt-mlm" / "final", work / "runs" / "pt-random" / "final", args.seed)
+        return {**entry, "command": "write_random_model(pt-mlm/final, pt-random/final)", "seconds": 0}
+    elif step.kind == "pretrain":
+        return run_pretrain(step, args, log)
+    else:
+        return run_finetune(step, args, log)
+    entry["seconds"] = round(run_command(command, log), 1)
+    entry["command"] = shown(command, work)
+    if step.kind == "data":
+        entry.update(data_info(work / step.name))
+    return entry
+
+
+def shown(command: list[str], work: Path) -> str:
+    return " ".join(command).replace(BERTKIT, "bertkit").replace(str(DATA), "$DATA").replace(str(work), "$WORK")
+
+
+def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
+    work = args.work_dir
+    arm, objective, data = step.options["arm"], step.options["objective"], step.options["data"]
+    output = work / "runs" / step.name
+    info = read_results(work)[data]
+    mean_len = info["tokens"] / info["instances"]
+    steps = args.pretrain_steps
+    entry: dict = {"step": step.name, "arm": arm, "objective": objective, "data": data,
+                   "masking": step.options["masking"], "mean_len": round(mean_len, 1)}
+    if objective == "electra":  # equal FLOPs with the MLM arm
+        mlm = read_results(work)["pt-mlm"]
+        electra_config = config_fields(work / "runs" / "pt-mlm")  # the same sizes; electra adds embedding_size
+        per_step = pretrain_flops("electra", {**electra_config, "embedding_size": electra_config["hidden_size"]},
+                                  args, mean_len)
+        steps = max(1, round(mlm["flops_total"] / per_step))
+        entry["flops_matched_to"] = "pt-mlm"
+    command = [BERTKIT, "pretrain", "--objective", objective, "--preset", args.preset, "--data", str(work / data),
+               "--output-dir", str(output), "--set", f"max_steps={steps}", "--set", f"batch_size={args.batch_size}",
+               "--set", f"lr={args.pretrain_lr}", "--set", f"warmup_steps={max(1, steps // 10)}",
+               "--set", f"seed={args.seed}", "--set", f"masking={step.options['masking']}",
+               "--set", f"save_steps={args.save_steps}", "--set", f"eval_steps={max(1, steps // 4)}",
+               "--set", f"log_steps={max(1, steps // 30)}", "--set", "progress=false"]
+    if objective == "electra":
+        command += ["--generator-size", str(args.generator_size)]
+    if any(output.glob("checkpoint-*")):
+        command.append("--resume")
+    elif output.exists():
+        command.append("--overwrite")
+    seconds = run_command(command, log)
+    config = config_fields(output)
+    if objective == "electra":
+        config.setdefault("embedding_size", config["hidden_size"])
+    per_step = pretrain_flops(objective, config, args, mean_len)
+    lines = read_metrics(output)
+    evals = [r for r in lines if any(k.startswith("eval_") for k in r)]
+    train = [r for r in lines if "loss" in r]
+    entry.update(steps=steps, batch_size=args.batch_size, max_seq_length=args.max_seq_length,
+                 tokens_seen=round(steps * args.batch_size * mean_len), flops_per_step=per_step,
+                 flops_total=per_step * steps, seconds=round(seconds, 1), final_eval=evals[-1] if evals else None,
+                 final_train=train[-1] if train else None, command=shown(command, work))
+    return entry
+
+
+def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
+    work = args.work_dir
+    arm, task, seed = step.options["arm"], step.options["task"], step.options["seed"]
+    cut = cut_tasks(work, args)[task]
+    output = work / "ft" / step.name
+    epochs = {"mrpc": args.mrpc_epochs, "sst2": args.sst2_epochs, "qnli": args.qnli_epochs}[task]
+    command = [BERTKIT, "finetune", "glue", "--task", task, "--train", str(cut["train"]), "--dev", str(cut["dev"]),
+               "--model", str(work / "runs" / f"pt-{arm}" / "final"), "--output-dir", str(output),
+               "--epochs", str(epochs), "--lr", str(args.ft_lr), "--batch-size", "32",
+               "--max-seq-length", str(args.max_seq_length), "--seed", str(seed), "--overwrite", "--no-progress",
+               "--set", "eval_steps=1000000"]
+    seconds = run_command(command, log)
+    best = json.loads((output / "best" / "best_metrics.json").read_text())
+    metrics = {k: best.get(f"eval_{k}") for k in TASKS[task]}
+    for folder in output.glob("checkpoint-*"):  # keep best/ only: ~50 runs
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": metrics, "epochs": epochs,
+            "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
+            "seconds": round(seconds, 1), "command": shown(command, work)}
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    steps = build_steps(args)
+    names = select(args.steps, steps)
+    (args.work_dir / "data").mkdir(parents=True, exist_ok=True)
+    done = set(read_results(args.work_dir)) if not args.redo else set()
+    pending = [n for n in names if n not in done]
+    failed: set[str] = set()
+    running: dict = {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        while pending or running:
+            for name in list(pending):
+                if len(running) >= args.jobs:
+                    break
+                deps = steps[name].deps
+                if any(d in failed for d in deps):
+                    pending.remove(name)
+                    failed.add(name)
+                    print(f"ablations: {name}: skipped (a dependency failed)", file=sys.stderr)
+                elif all(d in done for d in deps):
+                    pending.remove(name)
+                    print(f"ablations: {name}: running (log {args.work_dir / 'logs' / (name + '.log')})",
+                          file=sys.stderr, flush=True)
+                    running[pool.submit(run_step, steps[name], args)] = name
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                name = running.pop(future)
+                try:
+                    entry = future.result()
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - one failed step must not stop the others
+                    failed.add(name)
+                    print(f"ablations: {name}: FAILED: {exc}", file=sys.stderr, flush=True)
+                    continue
+                entry.update(machine=f"{platform.machine()}, {os.cpu_count()} CPUs", threads=args.threads,
+                             finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                record(args.work_dir, entry)
+                done.add(name)
+                print(f"ablations: {name}: done in {entry.get('seconds')} s", file=sys.stderr, flush=True)
+    if failed:
+        raise SystemExit(f"ablations: {len(failed)} step(s) failed or skipped: {', '.join(sorted(failed))}")
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    done = read_results(args.work_dir)
+    for name, step in build_steps(args).items():
+        print(f"{name:24s} {'done' if name in done else '-':5s} {step.kind} {step.options or ''}")
+
+
+# ---------------------------------------------------------------------------- tables and plots
+
+
+def scores(results: dict[str, dict]) -> dict[tuple[str, str, str], list[float]]:
+    """(arm, task, metric) -> the fine-tuning seeds' scores (in %)."""
+    out: dict = {}
+    for entry in results.values():
+        if entry["step"].startswith("ft-"):
+            for metric, value in entry["metrics"].items():
+                out.setdefault((entry["arm"], entry["task"], metric), []).append(100.0 * value)
+    return out
+
+
+def summary(values: list[float]) -> str:
+    """'mean ± std (min-max, n)' of a few seeds' scores; std with ddof=1."""
+    if not values:
+        return "-"
+    v = np.asarray(values)
+    spread = f" ± {v.std(ddof=1):.1f}" if len(v) > 1 else ""
+    return f"{v.mean():.1f}{spread} ({v.min():.1f}-{v.max():.1f}, n={len(v)})"
+
+
+ABLATIONS = {
+    "a": ("(a) Table 5: MLM+NSP vs MLM only vs left-to-right", ("mlm_nsp", "mlm", "ltr", "random")),
+    "b": ("(b) ELECTRA vs MLM at equal pre-training FLOPs", ("electra", "mlm", "random")),
+    "c": ("(c) dynamic vs static masking", ("dynamic", "static", "random")),
+    "d": ("(d) whole-word vs sub-token masking", ("wwm", "mlm", "random")),
+}
+ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "ltr": "left-to-right LM",
+             "electra": "ELECTRA (gen 0.25)", "wwm": "MLM, whole-word masking", "dynamic": "MLM, dynamic (slice)",
+             "static": "MLM, static (slice)", "random": "no pre-training (random init)"}
+
+
+def cmd_table(args: argparse.Namespace) -> None:
+    results = read_results(args.work_dir)
+    table = scores(results)
+    for key, (title, arms) in ABLATIONS.items():
+        tasks = [t for t in TASKS if any((arm, t, TASKS[t][0]) in table for arm in arms if arm != "random")]
+        columns = [(t, m) for t in tasks for m in TASKS[t]]
+        print(f"\n#### {title}\n")
+        print("| arm | pre-training steps | tokens seen | train FLOPs | wall | " +
+              " | ".join(f"{t.upper()} {m}" for t, m in columns) + " |")
+        print("|---|---:|---:|---:|---:|" + "---|" * len(columns))
+        for arm in arms:
+            pt = results.get(f"pt-{arm}", {})
+            flops = f"{pt['flops_total'] / 1e12:.1f} T" if pt.get("flops_total") else "-"
+            wall = f"{pt['seconds'] / 60:.1f} min" if pt.get("seconds") else "-"
+            row = [ARM_NAMES[arm], str(pt.get("steps", 0)), f"{pt.get('tokens_seen', 0) / 1e6:.2f} M", flops, wall]
+            row += [summary(table.get((arm, t, m), [])) for t, m in columns]
+            print("| " + " | ".join(row) + " |")
+    print("\n#### pre-training (held-out, last evaluation)\n")
+    print("| run | objective | data | masking | steps | eval MLM acc | eval loss | wall |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
+    for name, entry in results.items():
+        if name.startswith("pt-") and entry.get("final_eval"):
+            ev = entry["final_eval"]
+            acc = ev.get("eval_mlm_accuracy", ev.get("eval_lm_accuracy", ev.get("eval_accuracy")))
+            print(f"| {name} | {entry['objective']} | {entry['data']} | {entry['masking']} | {entry['steps']} | "
+                  f"{'-' if acc is None else f'{100 * acc:.1f}'} | {ev.get('eval_loss', float('nan')):.3f} | "
+                  f"{entry['seconds'] / 60:.1f} min |")
+
+
+def cmd_plots(args: argparse.Namespace) -> None:
+    from bertkit.plots import new_figure, save_png
+
+    results = read_results(args.work_dir)
+    table = scores(results)
+    for key, (title, arms) in ABLATIONS.items():
+        columns = [(t, TASKS[t][0]) for t in TASKS if any((a, t, TASKS[t][0]) in table for a in arms if a != "random")]
+        if not columns:
+            continue
+        figure = new_figure(7, 3.6)
+        axes = figure.add_subplot(1, 1, 1)
+        width = 0.8 / len(arms)
+        for j, arm in enumerate(arms):
+            values = [table.get((arm, t, m), []) for t, m in columns]
+            means = [np.mean(v) if v else 0.0 for v in values]
+            low = [np.mean(v) - min(v) if v else 0.0 for v in values]
+            high = [max(v) - np.mean(v) if v else 0.0 for v in values]
+            x = np.arange(len(columns)) + (j - (len(arms) - 1) / 2) * width
+            axes.bar(x, means, width, yerr=[low, high], capsize=3, label=ARM_NAMES[arm])
+            for xi, v in zip(x, values):
+                axes.plot([xi] * len(v), v, "k.", markersize=3)
+        axes.set_xticks(np.arange(len(columns)))
+        axes.set_xticklabels([f"{t.upper()} {m}" for t, m in columns])
+        lows = [min(v) for a in arms for c in columns for v in [table.get((a, *c), [])] if v]
+        axes.set_ylim(max(0.0, min(lows) - 10) if lows else 0, 100)
+        axes.set_ylabel("dev score (%), mean; bars min-max; dots seeds")
+        axes.set_title(title, fontsize=10)
+        axes.legend(fontsize=7, loc="lower right")
+        figure.tight_layout()
+        print(save_png(figure, args.out / f"ablation_{key}.png"))
+    curves = [("pt-mlm_nsp", "pt-mlm", "pt-wwm"), ("pt-dynamic", "pt-static")]
+    figure = new_figure(10, 3.6)
+    for k, runs in enumerate(curves):
+        axes = figure.add_subplot(1, 2, k + 1)
+        for run in runs:
+            path = args.work_dir / "runs" / run / "metrics.jsonl"
+            if path.exists():
+                lines = [r for r in read_metrics(path.parent) if "mlm_loss" in r]
+                evals = [r for r in read_metrics(path.parent) if "eval_mlm_loss" in r]
+                line, = axes.plot([r["step"] for r in lines], [r["mlm_loss"] for r in lines], label=f"{run} train")
+                axes.plot([r["step"] for r in evals], [r["eval_mlm_loss"] for r in evals], "o--",
+                          color=line.get_color(), label=f"{run} held-out")
+        axes.set_xlabel("step")
+        axes.set_ylabel("MLM loss")
+        axes.legend(fontsize=7)
+    figure.suptitle("pre-training MLM loss (train: dynamic masks of the step's batch; held-out: eval split)",
+                    fontsize=9)
+    figure.tight_layout()
+    print(save_png(figure, args.out / "ablation_pretraining_curves.png"))
+    # the arms of (a)/(b) on their own objectives' losses
+    figure = new_figure(10, 3.6)
+    for k, (run, key) in enumerate((("pt-ltr", "lm_loss"), ("pt-electra", "disc_loss"))):
+        path = args.work_dir / "runs" / run / "metrics.jsonl"
+        if not path.exists():
+            continue
+        lines = read_metrics(path.parent)
+        keys = [k2 for k2 in lines[0] if k2.endswith("loss") and not k2.startswith("eval_")] if lines else []
+        axes = figure.add_subplot(1, 2, k + 1)
+        for name in keys:
+            rows = [r for r in lines if name in r]
+            axes.plot([r["step"] for r in rows], [r[name] for r in rows], label=name)
+        axes.set_xlabel("step")
+        axes.set_title(run, fontsize=9)
+        axes.legend(fontsize=7)
+    figure.tight_layout()
+    print(save_png(figure, args.out / "ablation_pretraining_other.png"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
+    parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of every command")
+    parser.add_argument("--seed", type=int, default=42, help="pre-training seed (every arm)")
+    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 3],
+                        help="fine-tuning seeds, comma-separated")
+    budget = parser.add_argument_group("budget")
+    budget.add_argument("--vocab-size", type=int, default=8192)
+    budget.add_argument("--preset", default="tiny")
+    budget.add_argument("--max-seq-length", type=int, default=128)
+    budget.add_argument("--batch-size", type=int, default=32)
+    budget.add_argument("--pretrain-steps", type=int, default=200)
+    budget.add_argument("--pretrain-lr", type=float, default=1e-3)
+    budget.add_argument("--save-steps", type=int, default=100)
+    budget.add_argument("--generator-size", type=float, default=0.25)
+    budget.add_argument("--slice-chars", type=int, default=350_000, help="(c): characters of the corpus slice")
+    budget.add_argument("--dupe-factor", type=int, default=2, help="(c): static masking's copies")
+    budget.add_argument("--ft-lr", type=float, default=1e-4)
+    budget.add_argument("--mrpc-epochs", type=int, default=2)
+    budget.add_argument("--mrpc-train", type=int, default=None, help="MRPC train subset (default: all)")
+    budget.add_argument("--sst2-train", type=int, default=2000)
+    budget.add_argument("--sst2-epochs", type=int, default=2)
+    budget.add_argument("--qnli-train", type=int, default=2000)
+    budget.add_argument("--qnli-dev", type=int, default=1000)
+    budget.add_argument("--qnli-epochs", type=int, default=2)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run steps (skipping those with a recorded result)")
+    run.add_argument("steps", nargs="+", help="step names, ablation letters a b c d, or all")
+    run.add_argument("--jobs", type=int, default=1, help="steps run at once")
+    run.add_argument("--redo", action="store_true", help="run recorded steps again")
+    run.set_defaults(func=cmd_run)
+    commands.add_parser("list", help="the steps and which are done").set_defaults(func=cmd_list)
+    commands.add_parser("table", help="markdown tables of the recorded results").set_defaults(func=cmd_table)
+    plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
+    plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
+    plots.set_defaults(func=cmd_plots)
+    args = parser.parse_args(argv)
+    ENV.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
