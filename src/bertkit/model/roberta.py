@@ -178,7 +178,10 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
     ) -> MaskedLMOutput:
         """input_ids, token_type_ids, attention_mask: (B, T); labels: (B, T) original ids at
         masked positions, -100 elsewhere (then only those positions are projected)."""
-        out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        # with labels, the last layer runs only at the masked positions (bertkit.model.query_rows)
+        read = None if labels is None else labels != IGNORE_INDEX
+        out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+                           read_positions=read)
         word_embeddings = self.roberta.embeddings.word_embeddings.weight
         if labels is None:
             logits = self.lm_head(out.last_hidden_state, word_embeddings)  # (B, T, V)

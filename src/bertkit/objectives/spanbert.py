@@ -116,13 +116,17 @@ class SpanBertForPreTraining(BertPreTrainedModel):
         the spans, -100 elsewhere (runs of labels = spans, as the span masking makes them)."""
         if labels is None:
             raise ValueError("SpanBertForPreTraining needs labels (the masked spans)")
-        hidden = self.bert(input_ids, token_type_ids, attention_mask).last_hidden_state  # (B, T, H)
         positions, left, right, relative = span_boundaries(labels)
+        right = right.clamp(max=labels.shape[1] - 1)  # only a span ending the row has none ([SEP] always does)
+        left = left.clamp(min=0)
         rows, targets = positions[:, 0], labels[positions[:, 0], positions[:, 1]]
+        read = labels != IGNORE_INDEX  # (B, T): the last layer runs only where the heads read
+        read[rows, left] = True
+        read[rows, right] = True
+        hidden = self.bert(input_ids, token_type_ids, attention_mask, read_positions=read).last_hidden_state  # (B, T, H)
         weight = self.bert.embeddings.word_embeddings.weight
         mlm_loss, mlm_logits = self.cls.predictions.loss_and_logits(hidden[rows, positions[:, 1]], weight, targets)
-        right = right.clamp(max=hidden.shape[1] - 1)  # only a span ending the row has none ([SEP] always does)
-        boundary = self.sbo(hidden[rows, left.clamp(min=0)], hidden[rows, right], relative)  # (N, H)
+        boundary = self.sbo(hidden[rows, left], hidden[rows, right], relative)  # (N, H)
         sbo_loss, sbo_logits = decoder_cross_entropy(boundary, weight, self.sbo.bias, targets)
         return SpanBertOutput(mlm_loss + sbo_loss, mlm_loss, sbo_loss, mlm_logits, sbo_logits, positions)
 
