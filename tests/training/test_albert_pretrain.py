@@ -177,3 +177,20 @@ def test_two_process_fsdp_with_attention_sharing_matches_one_process(corpus, tmp
     two = AlbertForPreTraining.from_pretrained(tmp_path / "fsdp" / "final").state_dict()  # copies equal: re-tied
     for key in one:
         torch.testing.assert_close(two[key], one[key], atol=1e-5, rtol=1e-4)
+
+
+def test_one_layer_model_takes_either_spelling_of_no_sharing(corpus, tmp_path):
+    for share in ("none", "all"):  # with L = 1 both mean one group
+        out = tmp_path / share
+        assert main(albert_args(corpus["sop"], out, "--share-layers", share, "--set", "model.num_hidden_layers=1",
+                                "--set", "max_steps=1")) == 0
+        assert json.loads((out / "final" / "config.json").read_text())["num_hidden_groups"] == 1
+
+
+def test_init_from_keeps_the_checkpoint_sharing(albert_run, corpus, tmp_path, capsys):
+    args = albert_args(corpus["sop"], tmp_path / "run", "--init-from", str(albert_run / "final"), "--set", "max_steps=1")
+    assert main([*args, "--share-layers", "all"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "share_layers 'all' does not match the model's 'attention'" in err
+    assert main(args) == 0  # continued pre-training keeps attention sharing
+    assert json.loads((tmp_path / "run" / "final" / "config.json").read_text())["share_layers"] == "attention"

@@ -16,7 +16,7 @@ from typing import Any
 from torch import nn
 
 from bertkit.errors import BertkitError
-from bertkit.model.albert import AlbertConfig, AlbertForPreTraining
+from bertkit.model.albert import PARTIAL_SHARING, AlbertConfig, AlbertForPreTraining
 from bertkit.objectives.mlm_nsp import MlmNspObjective
 
 
@@ -37,7 +37,11 @@ class AlbertObjective(MlmNspObjective):
         if embedding_size is not None and embedding_size != config.embedding_size:
             raise BertkitError(f"embedding_size {embedding_size} does not match the model's {config.embedding_size} "
                                f"(a checkpoint keeps its own; leave --embedding-size out)")
-        if share_layers is not None and share_layers != config.sharing:
+        groups = 1 if share_layers == "all" else config.num_hidden_layers  # all/none: equal when L = 1
+        partial = share_layers if share_layers in PARTIAL_SHARING else None
+        if share_layers is not None and (config.num_hidden_groups, config.inner_group_num, config.share_layers) != (
+            groups, 1, partial
+        ):
             raise BertkitError(f"share_layers {share_layers!r} does not match the model's {config.sharing!r} "
                                f"(a checkpoint keeps its own; leave --share-layers out)")
         super().__init__(model, train, eval_data, masking, seed)
