@@ -480,7 +480,7 @@ def cmd_plots(args: argparse.Namespace) -> None:
         columns = [(t, TASKS[t][0]) for t in TASKS if any((a, t, TASKS[t][0]) in table for a in arms if a != "random")]
         if not columns:
             continue
-        figure = new_figure(7, 3.6)
+        figure = new_figure(8, 4.2)
         axes = figure.add_subplot(1, 1, 1)
         width = 0.8 / len(arms)
         for j, arm in enumerate(arms):
@@ -498,7 +498,7 @@ def cmd_plots(args: argparse.Namespace) -> None:
         axes.set_ylim(max(0.0, min(lows) - 10) if lows else 0, 100)
         axes.set_ylabel("dev score (%), mean; bars min-max; dots seeds")
         axes.set_title(title, fontsize=10)
-        axes.legend(fontsize=7, loc="lower right")
+        axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(arms))
         figure.tight_layout()
         print(save_png(figure, args.out / f"ablation_{key}.png"))
     curves = [("pt-mlm_nsp", "pt-mlm", "pt-wwm"), ("pt-dynamic", "pt-static")]
@@ -527,7 +527,7 @@ def cmd_plots(args: argparse.Namespace) -> None:
         if not path.exists():
             continue
         lines = read_metrics(path.parent)
-        keys = [k2 for k2 in lines[0] if k2.endswith("loss") and not k2.startswith("eval_")] if lines else []
+        keys = [k2 for k2 in lines[0] if k2.endswith("_loss") and not k2.startswith("eval_")] if lines else []
         axes = figure.add_subplot(1, 2, k + 1)
         for name in keys:
             rows = [r for r in lines if name in r]
