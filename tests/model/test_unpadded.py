@@ -165,7 +165,8 @@ def test_automatic_choice_by_padding_fraction(tiny_config):
     assert plan_unpadding(light, None) is None and plan_unpadding(light, False) is None
     assert isinstance(plan_unpadding(light, True), Unpadding)
     assert isinstance(plan_unpadding(heavy, None), Unpadding) and plan_unpadding(heavy, False) is None
-    assert plan_unpadding(None, True) is None and plan_unpadding(torch.ones(2, 5, 5), True) is None  # 3-D masks run padded
+    assert plan_unpadding(None, True) is None
+    assert plan_unpadding(torch.ones(2, 5, 5), True) is None  # 3-D (e.g. causal) masks run padded
     # the model follows the choice: unpadded outputs are zero at padding, padded ones are not
     torch.manual_seed(0)
     model = BertModel(tiny_config).eval()
@@ -233,3 +234,41 @@ def test_layer_keeps_the_padded_signature(tiny_config):
         packed, _ = layer(unpadding.pack(hidden), unpadding.key_mask, False, unpadding=unpadding)
     assert padded.shape == (B, T, 32) and probs is None and packed.shape == (unpadding.num_tokens, 32)
     torch.testing.assert_close(packed, unpadding.pack(padded), atol=1e-6, rtol=1e-6)
+
+
+def test_embed_and_task_evaluation_run_unpadded(minilm_dir, tiny_config, monkeypatch):
+    """`bertkit.embed` and the task programs' evaluation (`run_features`, used by fine-tuning,
+    `evaluate` and `predict`) reach the unpadded path on padded batches, with the padded
+    path's results."""
+    import bertkit
+    from bertkit import Tokenizer
+    from bertkit.data.collate import collate
+    from bertkit.tasks.programs import run_features
+
+    calls = []
+    original = BertModel._forward_unpadded
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[0].shape)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertModel, "_forward_unpadded", counting)
+    texts = ["Short.", "A somewhat longer sentence about the bank of the river.", "Mid length text here."]
+    model, tokenizer = BertModel.from_pretrained(minilm_dir), Tokenizer.from_pretrained(minilm_dir)
+    auto = bertkit.embed(texts, model=model, tokenizer=tokenizer, batch_size=3)
+    assert len(calls) == 1
+    padded = bertkit.embed(texts, model=set_unpad(model, False), tokenizer=tokenizer, batch_size=3)
+    assert len(calls) == 1
+    torch.testing.assert_close(torch.from_numpy(auto), torch.from_numpy(padded), atol=1e-5, rtol=1e-5)
+
+    torch.manual_seed(0)
+    classifier = BertForSequenceClassification(tiny_config.with_labels(["a", "b"])).eval()
+    features = [{"input_ids": ids, "token_type_ids": [0] * len(ids)}
+                for ids in ([2, 7, 8, 3], [2, 9, 3], [2, 5, 6, 7, 8, 9, 3])]  # padded to 8: 42% padding
+    with torch.no_grad():
+        outputs = run_features(classifier, features, lambda rows: collate(rows, 0), batch_size=3)
+        reference = run_features(set_unpad(classifier, False), features, lambda rows: collate(rows, 0), batch_size=3)
+    assert len(calls) == 2
+    for a, b in zip(outputs, reference, strict=True):
+        assert a.shape == (2,)
+        torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), atol=1e-5, rtol=1e-5)

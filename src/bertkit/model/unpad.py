@@ -25,8 +25,8 @@ import torch
 
 # Fraction of padding positions above which the unpadded path is faster (auto mode).
 # Measured on the 2-core development CPU (docs/benchmarks.md, "Unpadded encoder path"):
-# the two paths break even at 2-4% padding (MiniLM-L6 inference, BERT-mini training).
-UNPAD_MIN_PADDING = 0.05
+# the two paths break even at 1-3% padding (MiniLM-L6 inference, BERT-mini training).
+UNPAD_MIN_PADDING = 0.03
 
 
 @dataclass(frozen=True, eq=False)
