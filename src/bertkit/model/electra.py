@@ -75,13 +75,6 @@ class ElectraConfig(BertConfig):
         hidden = PRESETS[name][1]
         return super().from_preset(name, **{"embedding_size": overrides.get("hidden_size", hidden), **overrides})
 
-    @classmethod
-    def from_bert_config(cls, config: BertConfig, **overrides: Any) -> "ElectraConfig":
-        """The same sizes as a BertConfig (embedding_size = hidden_size unless given)."""
-        values = {k: v for k, v in config.to_dict().items() if k not in ("model_type", "architectures", "pre_layer_norm")}
-        values = {"embedding_size": config.hidden_size, **values, "pre_layer_norm": config.pre_layer_norm, **overrides}
-        return cls.from_dict(values)
-
     def validate(self) -> None:
         super().validate()
         size = self.embedding_size
