@@ -173,7 +173,7 @@ ARMS = {
     "random": ("", "", "", "abcd"),  # the no-pre-training control (mlm's config, fresh weights)
 }
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
-             "electra": "mrpc sst2 qnli", "wwm": "mrpc sst2", "dynamic": "mrpc sst2", "static": "mrpc sst2",
+             "electra": "mrpc sst2", "wwm": "mrpc sst2", "dynamic": "mrpc sst2", "static": "mrpc sst2",
              "random": "mrpc sst2 qnli"}
 
 
@@ -562,7 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     budget.add_argument("--mrpc-train", type=int, default=None, help="MRPC train subset (default: all)")
     budget.add_argument("--sst2-train", type=int, default=2000)
     budget.add_argument("--sst2-epochs", type=int, default=2)
-    budget.add_argument("--qnli-train", type=int, default=2000)
+    budget.add_argument("--qnli-train", type=int, default=1500)
     budget.add_argument("--qnli-dev", type=int, default=1000)
     budget.add_argument("--qnli-epochs", type=int, default=2)
     commands = parser.add_subparsers(dest="command", required=True)
