@@ -19,15 +19,17 @@ sys.path.insert(0, __import__("os").path.dirname(__file__))
 from common import data_dir, interleaved_best  # noqa: E402
 
 
-def make_texts(count: int, seed: int = 0) -> list[str]:
-    """`count` texts cut from WikiText-2 test with log-normal word counts (mean ~26 words ~ 30 tokens)."""
+def make_texts(count: int, seed: int = 0, median_words: float = 22, sigma: float = 0.6,
+               max_words: int = 95) -> list[str]:
+    """`count` texts cut from WikiText-2 test with log-normal word counts, clipped to
+    [3, max_words] (defaults: mean ~26 words ~ 30 tokens)."""
     words = " ".join(
         line.strip() for line in (data_dir() / "wikitext-2-raw" / "wiki.test.raw").read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith(" =")
     ).split()
     rng = np.random.default_rng(seed)
-    lengths = np.clip(rng.lognormal(mean=np.log(22), sigma=0.6, size=count), 3, 95).astype(int)
-    starts = rng.integers(0, len(words) - 100, size=count)
+    lengths = np.clip(rng.lognormal(mean=np.log(median_words), sigma=sigma, size=count), 3, max_words).astype(int)
+    starts = rng.integers(0, len(words) - max_words - 5, size=count)
     return [" ".join(words[s : s + n]) for s, n in zip(starts, lengths)]
 
 
