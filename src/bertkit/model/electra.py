@@ -28,6 +28,7 @@ from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError
 from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel
 from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
 from bertkit.model.outputs import (
     BertModelOutput,
@@ -37,6 +38,7 @@ from bertkit.model.outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from bertkit.model.roberta import MaskedLMOutput  # (loss, logits, masked_positions, ...): one definition
 from bertkit.model.task_heads import (
     BertForQuestionAnswering,
     BertForTokenClassification,
@@ -200,16 +202,6 @@ class ElectraForPreTrainingOutput(ModelOutput):
     attentions: tuple[torch.Tensor, ...] | None = None
 
 
-@dataclass
-class MaskedLMOutput(ModelOutput):
-    """loss: mean CE over positions with label != -100; logits: (B, T, V)."""
-
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
-    attentions: tuple[torch.Tensor, ...] | None = None
-
-
 class ElectraDiscriminatorPredictions(nn.Module):
     """(B, T, H) -> dense -> hidden_act -> dense_prediction -> (B, T) replaced-token logits."""
 
@@ -305,13 +297,17 @@ class ElectraForMaskedLM(ElectraPreTrainedModel):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> MaskedLMOutput:
-        """labels: (B, T) original ids at masked positions, -100 elsewhere. logits: (B, T, V)."""
+        """labels: (B, T) original ids at masked positions, -100 elsewhere. logits: (B, T, V)
+        without labels; with them (N, V) at the N labelled positions only (row-major, listed
+        in `masked_positions`), as bertkit's other MLM heads."""
         out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        logits = self.mlm_logits(out.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
-        return MaskedLMOutput(loss, logits, out.hidden_states, out.attentions)
+        if labels is None:
+            return MaskedLMOutput(None, self.mlm_logits(out.last_hidden_state), None, out.hidden_states, out.attentions)
+        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+        selected = self.generator_predictions(out.last_hidden_state[positions[:, 0], positions[:, 1]])  # (N, E)
+        loss, logits = decoder_cross_entropy(selected, self.electra.embeddings.word_embeddings.weight,
+                                             self.generator_lm_head.bias, labels[positions[:, 0], positions[:, 1]])
+        return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 
 # ---- fine-tuning heads -------------------------------------------------------------------

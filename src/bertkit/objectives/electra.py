@@ -35,7 +35,6 @@ from bertkit.data.masking import MaskingConfig
 from bertkit.errors import BertkitError
 from bertkit.model.bert import IGNORE_INDEX
 from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
-from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 
@@ -155,19 +154,12 @@ class ElectraPretrainingModel(nn.Module):
     ) -> ElectraStepOutput:
         """input_ids: (B, T) masked input; labels: (B, T) original ids at masked positions,
         -100 elsewhere; `sampler` draws the replacements."""
-        gen = self.generator
-        hidden = gen.electra(input_ids, token_type_ids, attention_mask).last_hidden_state  # (B, T, Hg)
-        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2) row-major
-        selected = gen.generator_predictions(hidden[positions[:, 0], positions[:, 1]])  # (N, E)
-        targets = labels[positions[:, 0], positions[:, 1]]  # (N,)
-        # only the masked positions are projected onto the vocabulary (fused with the loss)
-        mlm_loss, mlm_logits = decoder_cross_entropy(
-            selected, gen.electra.embeddings.word_embeddings.weight, gen.generator_lm_head.bias, targets)
-        with torch.no_grad():
-            sampled = sample_tokens(mlm_logits, sampler)
+        # only the masked positions are projected onto the vocabulary (fused with the loss): (N, V)
+        generated = self.generator(input_ids, token_type_ids, attention_mask, labels=labels)
+        sampled = sample_tokens(generated.logits, sampler)  # (N,) row-major, as the logits
         replaced, disc_labels = replace_tokens(input_ids, labels, sampled, attention_mask)
         disc_logits = self.discriminator(replaced, token_type_ids, attention_mask).logits  # (B, T)
-        return ElectraStepOutput(mlm_loss, mlm_logits, disc_logits, disc_labels, replaced)
+        return ElectraStepOutput(generated.loss, generated.logits, disc_logits, disc_labels, replaced)
 
 
 class ElectraObjective(PretrainingObjective):
