@@ -247,16 +247,25 @@ class AlbertTransformer(nn.Module):
 class AlbertPreTrainedModel(BertPreTrainedModel):
     """BERT's init and HF-layout loading/saving with ALBERT's config, prefix and tied copies.
 
-    The task heads below are BERT's (bertkit.model.task_heads) built over `albert`: their
-    forward reaches the encoder as `self.bert`, which here names `self.albert`."""
+    The task heads below are BERT's (bertkit.model.task_heads) over the encoder
+    `build_backbone` makes, held at `albert`; their dropout is `head_dropout`."""
 
     base_model_prefix = "albert"
     backbone_prefix = ""
     optional_prefixes: tuple[str, ...] = ("pooler.",)
 
+    @classmethod
+    def build_backbone(cls, config: AlbertConfig, add_pooling_layer: bool) -> nn.Module:
+        return AlbertModel(config, add_pooling_layer=add_pooling_layer)
+
+    @classmethod
+    def head_dropout(cls, config: AlbertConfig) -> float:
+        """HF ALBERT heads use classifier_dropout_prob; bertkit's generic classifier_dropout wins when set."""
+        return config.classifier_dropout if config.classifier_dropout is not None else config.classifier_dropout_prob
+
     @property
     def bert(self) -> nn.Module:
-        """The ALBERT encoder under the name BERT's task-head code uses (not a second module)."""
+        """The ALBERT encoder under BERT's attribute name (for code written against BERT's models)."""
         return self.albert
 
     @classmethod
@@ -484,67 +493,28 @@ class AlbertForMaskedLM(AlbertPreTrainedModel):
 
 class AlbertForSequenceClassification(AlbertPreTrainedModel, BertForSequenceClassification):
     """Pooled [CLS] -> dropout (classifier_dropout_prob) -> K-way `classifier` (K = 1: regression).
-    BertForSequenceClassification's forward and loss rules over `albert`."""
+    BertForSequenceClassification over `albert`."""
 
     backbone_prefix = "albert."
     optional_prefixes = ("classifier.", "albert.pooler.")
 
-    def __init__(self, config: AlbertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        self.num_labels = config.num_labels
-        self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(_classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()
-
 
 class AlbertForTokenClassification(AlbertPreTrainedModel, BertForTokenClassification):
-    """Every token -> dropout -> K-way `classifier` (NER); BertForTokenClassification's forward over `albert`."""
+    """Every token -> dropout -> K-way `classifier` (NER); BertForTokenClassification over `albert`."""
 
     backbone_prefix = "albert."
     optional_prefixes = ("classifier.",)
 
-    def __init__(self, config: AlbertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        self.num_labels = config.num_labels
-        self.albert = AlbertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(_classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()
-
 
 class AlbertForQuestionAnswering(AlbertPreTrainedModel, BertForQuestionAnswering):
-    """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering's forward over `albert`."""
+    """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering over `albert`."""
 
     backbone_prefix = "albert."
     optional_prefixes = ("qa_outputs.",)
 
-    def __init__(self, config: AlbertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        if config.num_labels != 2:
-            raise ConfigError(
-                f"AlbertForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}"
-            )
-        self.num_labels = config.num_labels
-        self.albert = AlbertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()
-
 
 class AlbertForMultipleChoice(AlbertPreTrainedModel, BertForMultipleChoice):
-    """Each (context, choice) -> pooled [CLS] -> dropout -> one score; BertForMultipleChoice's forward over `albert`."""
+    """Each (context, choice) -> pooled [CLS] -> dropout -> one score; BertForMultipleChoice over `albert`."""
 
     backbone_prefix = "albert."
     optional_prefixes = ("classifier.", "albert.pooler.")
-
-    def __init__(self, config: AlbertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(_classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        self.init_weights()
-
-
-def _classifier_dropout(config: AlbertConfig) -> float:
-    """HF ALBERT heads use classifier_dropout_prob; bertkit's generic classifier_dropout wins when set."""
-    return config.classifier_dropout if config.classifier_dropout is not None else config.classifier_dropout_prob

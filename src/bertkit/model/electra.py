@@ -30,21 +30,13 @@ from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
-from bertkit.model.outputs import (
-    BertModelOutput,
-    ModelOutput,
-    MultipleChoiceModelOutput,
-    QuestionAnsweringModelOutput,
-    SequenceClassifierOutput,
-    TokenClassifierOutput,
-)
+from bertkit.model.outputs import BertModelOutput, ModelOutput
 from bertkit.model.roberta import MaskedLMOutput  # (loss, logits, masked_positions, ...): one definition
 from bertkit.model.task_heads import (
     BertForQuestionAnswering,
+    BertForSequenceClassification,
     BertForTokenClassification,
     classifier_dropout,
-    problem_type,
-    sequence_classification_loss,
 )
 
 SUMMARY_TYPES = ("first", "last", "mean")
@@ -135,16 +127,20 @@ class ElectraEmbeddings(BertEmbeddings):
 class ElectraPreTrainedModel(BertPreTrainedModel):
     """HF-layout loading and saving with an `ElectraConfig`; the encoder lives at `electra.`.
 
-    The token-classification and QA heads are BERT's (bertkit.model.task_heads) built over
-    `electra`: their forward reaches the encoder as `self.bert`, which here names `self.electra`."""
+    The fine-tuning heads are BERT's (bertkit.model.task_heads) over the encoder
+    `build_backbone` makes (never a pooler: ELECTRA has none), held at `electra`."""
 
     backbone_prefix = "electra."
     base_model_prefix = "electra"
     optional_prefixes: tuple[str, ...] = ()
 
+    @classmethod
+    def build_backbone(cls, config: ElectraConfig, add_pooling_layer: bool) -> nn.Module:
+        return ElectraModel(config)
+
     @property
     def bert(self) -> nn.Module:
-        """The ELECTRA encoder under the name BERT's task-head code uses (not a second module)."""
+        """The ELECTRA encoder under BERT's attribute name (for code written against BERT's models)."""
         return self.electra
 
     @classmethod
@@ -327,61 +323,21 @@ class ElectraClassificationHead(nn.Module):
         return self.out_proj(self.dropout(F.gelu(self.dense(x))))
 
 
-class ElectraForSequenceClassification(ElectraPreTrainedModel):
-    """HF's ElectraForSequenceClassification; losses as BertForSequenceClassification."""
+class ElectraForSequenceClassification(ElectraPreTrainedModel, BertForSequenceClassification):
+    """HF's ElectraForSequenceClassification: `classifier.dense/out_proj` on [CLS]; losses as
+    BertForSequenceClassification."""
 
     optional_prefixes = ("classifier.",)
-
-    def __init__(self, config: ElectraConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.electra = ElectraModel(config)
-        self.classifier = ElectraClassificationHead(config)
-        self.init_weights()
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-    ) -> SequenceClassifierOutput:
-        """labels: (B,) int64 class ids, (B,) float for regression, (B, K) float multi-label."""
-        out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        logits = self.classifier(out.last_hidden_state)  # (B, K)
-        loss = None
-        if labels is not None:
-            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
-        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+    classification_head = ElectraClassificationHead
 
 
 class ElectraForTokenClassification(ElectraPreTrainedModel, BertForTokenClassification):
-    """Every token -> dropout -> K-way `classifier` (NER); BertForTokenClassification's forward over `electra`."""
+    """Every token -> dropout -> K-way `classifier` (NER); BertForTokenClassification over `electra`."""
 
     optional_prefixes = ("classifier.",)
 
-    def __init__(self, config: ElectraConfig):
-        BertPreTrainedModel.__init__(self, config)
-        self.num_labels = config.num_labels
-        self.electra = ElectraModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()
-
 
 class ElectraForQuestionAnswering(ElectraPreTrainedModel, BertForQuestionAnswering):
-    """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering's forward over `electra`."""
+    """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering over `electra`."""
 
     optional_prefixes = ("qa_outputs.",)
-
-    def __init__(self, config: ElectraConfig):
-        BertPreTrainedModel.__init__(self, config)
-        if config.num_labels != 2:
-            raise ConfigError(
-                f"ElectraForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}")
-        self.num_labels = config.num_labels
-        self.electra = ElectraModel(config)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()

@@ -23,18 +23,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.errors import ConfigError
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
-from bertkit.model.outputs import ModelOutput, SequenceClassifierOutput
+from bertkit.model.outputs import ModelOutput
 from bertkit.model.task_heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
+    BertForSequenceClassification,
     BertForTokenClassification,
     classifier_dropout,
-    problem_type,
-    sequence_classification_loss,
 )
 
 
@@ -87,15 +85,18 @@ class RobertaEmbeddings(BertEmbeddings):
 class RobertaPreTrainedModel(BertPreTrainedModel):
     """RoBERTa's config class and its encoder attribute `roberta` (HF's base_model_prefix).
 
-    The token-classification, QA and multiple-choice models below are BERT's task heads
-    (bertkit.model.task_heads) built over `roberta`: their forward reaches the encoder as
-    `self.bert`, which here names `self.roberta`."""
+    The task models below are BERT's task heads (bertkit.model.task_heads) over the
+    encoder `build_backbone` makes, held at `roberta`."""
 
     base_model_prefix = "roberta"
 
+    @classmethod
+    def build_backbone(cls, config: BertConfig, add_pooling_layer: bool) -> nn.Module:
+        return RobertaModel(config, add_pooling_layer=add_pooling_layer)
+
     @property
     def bert(self) -> nn.Module:
-        """The encoder under BERT's attribute name, for the shared task heads' forward."""
+        """The encoder under BERT's attribute name (for code written against BERT's models)."""
         return self.roberta
 
     @classmethod
@@ -207,81 +208,31 @@ class RobertaClassificationHead(nn.Module):
         return self.out_proj(self.dropout(x))
 
 
-class RobertaForSequenceClassification(RobertaPreTrainedModel):
+class RobertaForSequenceClassification(RobertaPreTrainedModel, BertForSequenceClassification):
     """HF `RobertaForSequenceClassification`: the classification head on `<s>` (no pooler);
     losses as `BertForSequenceClassification` (by `problem_type`)."""
 
     backbone_prefix = "roberta."
     optional_prefixes = ("classifier.", "roberta.pooler.")
-
-    def __init__(self, config: BertConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.roberta = RobertaModel(config, add_pooling_layer=False)
-        self.classifier = RobertaClassificationHead(config)
-        self.init_weights()
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-    ) -> SequenceClassifierOutput:
-        """input_ids, token_type_ids, attention_mask: (B, T); labels: (B,) class ids, (B,) float
-        (regression) or (B, K) float (multi-label)."""
-        out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        logits = self.classifier(out.last_hidden_state)  # (B, K)
-        loss = None
-        if labels is not None:
-            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
-        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+    classification_head = RobertaClassificationHead
 
 
 class RobertaForTokenClassification(RobertaPreTrainedModel, BertForTokenClassification):
-    """HF `RobertaForTokenClassification`: every token -> dropout -> `classifier`; BERT's forward over `roberta`."""
+    """HF `RobertaForTokenClassification`: every token -> dropout -> `classifier`; BERT's head over `roberta`."""
 
     backbone_prefix = "roberta."
     optional_prefixes = ("classifier.", "roberta.pooler.")
 
-    def __init__(self, config: BertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        self.num_labels = config.num_labels
-        self.roberta = RobertaModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()
-
 
 class RobertaForQuestionAnswering(RobertaPreTrainedModel, BertForQuestionAnswering):
-    """HF `RobertaForQuestionAnswering`: start/end scores from `qa_outputs`; BERT's forward over `roberta`."""
+    """HF `RobertaForQuestionAnswering`: start/end scores from `qa_outputs`; BERT's head over `roberta`."""
 
     backbone_prefix = "roberta."
     optional_prefixes = ("qa_outputs.", "roberta.pooler.")
 
-    def __init__(self, config: BertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        if config.num_labels != 2:
-            raise ConfigError(
-                f"RobertaForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}"
-            )
-        self.num_labels = config.num_labels
-        self.roberta = RobertaModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        self.init_weights()
-
 
 class RobertaForMultipleChoice(RobertaPreTrainedModel, BertForMultipleChoice):
-    """HF `RobertaForMultipleChoice`: pooled <s> per (context, choice) -> one score; BERT's forward over `roberta`."""
+    """HF `RobertaForMultipleChoice`: pooled <s> per (context, choice) -> one score; BERT's head over `roberta`."""
 
     backbone_prefix = "roberta."
     optional_prefixes = ("classifier.", "roberta.pooler.")
-
-    def __init__(self, config: BertConfig):
-        BertPreTrainedModel.__init__(self, config)
-        self.roberta = RobertaModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, 1)
-        self.init_weights()

@@ -2,7 +2,10 @@
 
 Class names, attribute names (`bert`, `classifier`, `qa_outputs`) and forward semantics
 are Hugging Face's, so a checkpoint fine-tuned in transformers loads here and the other
-way round. Starting from a checkpoint without the head (a bare `BertModel` such as
+way round. The heads are generic over the backbone (`BertTaskModel`): another family's
+head (RoBERTa, ALBERT, ELECTRA) subclasses its PreTrainedModel and the BERT head, and
+its PreTrainedModel names the attribute (`base_model_prefix`) and builds the encoder
+(`build_backbone`). Starting from a checkpoint without the head (a bare `BertModel` such as
 all-MiniLM-L6-v2, or a pre-training checkpoint) initialises the head fresh and lists its
 keys in `model.loading_info["missing_keys"]`.
 
@@ -61,18 +64,51 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, kin
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
 
 
-class BertForSequenceClassification(BertPreTrainedModel):
-    """[CLS] -> pooler -> dropout -> K-way linear layer (K = 1: regression, e.g. STS-B)."""
+class BertTaskModel(BertPreTrainedModel):
+    """What every task head shares: the encoder at attribute `base_model_prefix` (HF's:
+    `bert`, `roberta`, ...), built by `build_backbone` and read through `backbone`, and the
+    dropout rate of the output layer (`head_dropout`). A family overrides the three on its
+    PreTrainedModel, which precedes the BERT head in its heads' bases."""
+
+    base_model_prefix = "bert"
+
+    @classmethod
+    def build_backbone(cls, config: BertConfig, add_pooling_layer: bool) -> nn.Module:
+        return BertModel(config, add_pooling_layer=add_pooling_layer)
+
+    @classmethod
+    def head_dropout(cls, config: BertConfig) -> float:
+        return classifier_dropout(config)
+
+    @property
+    def backbone(self) -> nn.Module:
+        """The encoder, whatever the family's attribute name."""
+        return getattr(self, self.base_model_prefix)
+
+    def add_backbone(self, config: BertConfig, add_pooling_layer: bool) -> None:
+        setattr(self, self.base_model_prefix, self.build_backbone(config, add_pooling_layer))
+
+
+class BertForSequenceClassification(BertTaskModel):
+    """[CLS] -> pooler -> dropout -> K-way linear layer (K = 1: regression, e.g. STS-B).
+
+    A family whose HF head reads the first token's final state itself (RoBERTa, ELECTRA:
+    `classifier.dense/out_proj`) sets `classification_head` to that module class, mapping
+    (B, T, H) -> (B, K); the backbone is then built without a pooler."""
 
     backbone_prefix = "bert."
     optional_prefixes = ("classifier.", "bert.pooler.")
+    classification_head: type[nn.Module] | None = None
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = BertModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.add_backbone(config, add_pooling_layer=self.classification_head is None)
+        if self.classification_head is None:
+            self.dropout = nn.Dropout(self.head_dropout(config))
+            self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        else:
+            self.classifier = self.classification_head(config)
         self.init_weights()
 
     def forward(
@@ -86,15 +122,18 @@ class BertForSequenceClassification(BertPreTrainedModel):
     ) -> SequenceClassifierOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int. labels: (B,) int64 class
         ids, (B,) float targets for regression, or (B, K) float for multi-label."""
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
-        logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
+        out = self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        if self.classification_head is None:
+            logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
+        else:
+            logits = self.classifier(out.last_hidden_state)  # (B, K)
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForTokenClassification(BertPreTrainedModel):
+class BertForTokenClassification(BertTaskModel):
     """Every token's final hidden state -> dropout -> K-way linear layer (NER tagging)."""
 
     backbone_prefix = "bert."
@@ -103,8 +142,8 @@ class BertForTokenClassification(BertPreTrainedModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.add_backbone(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(self.head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.init_weights()
 
@@ -119,7 +158,7 @@ class BertForTokenClassification(BertPreTrainedModel):
     ) -> TokenClassifierOutput:
         """labels: (B, T) int64 label ids, -100 where no loss is taken (sub-word
         continuations, special tokens, padding)."""
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
@@ -131,7 +170,7 @@ class BertForTokenClassification(BertPreTrainedModel):
         return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForQuestionAnswering(BertPreTrainedModel):
+class BertForQuestionAnswering(BertTaskModel):
     """Extractive QA: a (H -> 2) layer gives every token a start and an end score."""
 
     backbone_prefix = "bert."
@@ -141,10 +180,10 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         super().__init__(config)
         if config.num_labels != 2:
             raise ConfigError(
-                f"BertForQuestionAnswering needs num_labels 2 (start, end), the config has {config.num_labels}"
+                f"{type(self).__name__} needs num_labels 2 (start, end), the config has {config.num_labels}"
             )
         self.num_labels = config.num_labels
-        self.bert = BertModel(config, add_pooling_layer=False)
+        self.add_backbone(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.init_weights()
 
@@ -160,7 +199,7 @@ class BertForQuestionAnswering(BertPreTrainedModel):
     ) -> QuestionAnsweringModelOutput:
         """start_positions, end_positions: (B,) int64 token indices of the answer span
         (0 = [CLS] for no answer); indices outside [0, T) are ignored in the loss."""
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
         if attention_mask is not None:  # padding is never an answer
@@ -179,7 +218,7 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         return QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
 
 
-class BertForMultipleChoice(BertPreTrainedModel):
+class BertForMultipleChoice(BertTaskModel):
     """Each (context, choice) pair -> pooled [CLS] -> one scalar; softmax over the choices."""
 
     backbone_prefix = "bert."
@@ -187,8 +226,8 @@ class BertForMultipleChoice(BertPreTrainedModel):
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
-        self.bert = BertModel(config)
-        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.add_backbone(config, add_pooling_layer=True)
+        self.dropout = nn.Dropout(self.head_dropout(config))
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.init_weights()
 
@@ -208,7 +247,7 @@ class BertForMultipleChoice(BertPreTrainedModel):
         def flat(x: torch.Tensor | None) -> torch.Tensor | None:
             return None if x is None else x.reshape(-1, x.shape[-1])  # (B * C, T)
 
-        out = self.bert(
+        out = self.backbone(
             flat(input_ids), flat(token_type_ids), flat(attention_mask), output_hidden_states, output_attentions
         )
         scores = self.classifier(self.dropout(out.pooler_output))  # (B * C, 1)
