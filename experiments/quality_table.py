@@ -372,7 +372,8 @@ def cmd_table(args: argparse.Namespace) -> None:
     for name, entry in read_results(args.work_dir).items():
         if "metrics" not in entry:
             continue
-        metrics = ", ".join(f"{k} {100 * v:.1f}" for k, v in entry["metrics"].items() if v is not None)
+        scale = 1 if entry["task"].startswith("SQuAD") else 100  # SQuAD's official scores are percentages already
+        metrics = ", ".join(f"{k} {scale * v:.1f}" for k, v in entry["metrics"].items() if v is not None)
         first, *_ = entry["metrics"]
         rows.append(f"| {entry['task']} | {model_name(entry['model'], args.work_dir)} | {entry['train_subset']} | "
                     f"{entry['eval_set']} | {first.replace('eval_', '')} | {metrics} | "
