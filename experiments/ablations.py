@@ -539,6 +539,40 @@ def cmd_plots(args: argparse.Namespace) -> None:
     print(save_png(figure, args.out / "ablation_pretraining_other.png"))
 
 
+def cls_spread(model_dir: Path, texts: list[str]) -> dict:
+    """How much the encoder's [CLS] output varies with the input: the per-dimension std over
+    `texts` (mean over dimensions), relative to the mean [CLS] norm; the same for the
+    pooler and for the mean of the token vectors. Near 0: [CLS] is nearly a constant."""
+    import torch
+
+    from bertkit import BertModel, Tokenizer
+    from bertkit.model.electra import ElectraModel
+
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    electra = json.loads((model_dir / "config.json").read_text()).get("model_type") == "electra"
+    model = (ElectraModel if electra else BertModel).from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+    mask = batch["attention_mask"][..., None].float()
+    mean = (out.last_hidden_state * mask).sum(1) / mask.sum(1)  # (N, H)
+    spread = {}
+    for name, vectors in (("cls", out.last_hidden_state[:, 0]), ("pooler", getattr(out, "pooler_output", None)),
+                          ("mean_tokens", mean)):
+        if vectors is not None:
+            spread[name] = float(vectors.std(0).mean() / vectors.norm(dim=-1).mean())
+    return spread
+
+
+def cmd_spread(args: argparse.Namespace) -> None:
+    """Print, per pre-trained arm, cls_spread over the first 256 SST-2 dev sentences."""
+    texts = [line.split("\t")[0] for line in (GLUE / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:257]]
+    print("| run | [CLS] spread | pooler spread | mean-of-tokens spread |\n|---|---:|---:|---:|")
+    for run in sorted((args.work_dir / "runs").glob("pt-*/final")):
+        s = cls_spread(run, texts)
+        print(f"| {run.parent.name} | {s['cls']:.4f} | {s.get('pooler', float('nan')):.4f} | {s['mean_tokens']:.4f} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
@@ -573,6 +607,8 @@ def main(argv: list[str] | None = None) -> None:
     run.set_defaults(func=cmd_run)
     commands.add_parser("list", help="the steps and which are done").set_defaults(func=cmd_list)
     commands.add_parser("table", help="markdown tables of the recorded results").set_defaults(func=cmd_table)
+    commands.add_parser("spread", help="how much each arm's [CLS] output varies over SST-2 dev sentences").set_defaults(
+        func=cmd_spread)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)
