@@ -42,7 +42,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.attention import BertSelfAttention
-from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel
+from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask
 from bertkit.model.dropout import Dropout
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
@@ -251,6 +251,7 @@ class AlbertPreTrainedModel(BertPreTrainedModel):
     `build_backbone` makes, held at `albert`; their dropout is `head_dropout`."""
 
     base_model_prefix = "albert"
+    config_class = AlbertConfig
     backbone_prefix = ""
     optional_prefixes: tuple[str, ...] = ("pooler.",)
 
@@ -278,10 +279,9 @@ class AlbertPreTrainedModel(BertPreTrainedModel):
     ):
         """Load config.json + model.safetensors (or pytorch_model.bin, weights only); see
         BertPreTrainedModel.from_pretrained. Partially shared layers must hold equal copies."""
-        config = config if config is not None else AlbertConfig.from_pretrained(directory)
         loaded = super().from_pretrained(directory, strict=strict, output_loading_info=output_loading_info, config=config)
         model = loaded[0] if output_loading_info else loaded
-        if config.share_layers in PARTIAL_SHARING:
+        if model.config.share_layers in PARTIAL_SHARING:
             _check_shared_copies(model, Path(directory))
         return loaded
 
@@ -365,11 +365,9 @@ class AlbertModel(AlbertPreTrainedModel):
     ) -> BertModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
         last_hidden_state (B, T, H); pooler_output (B, H); hidden_states L+1 x (B, T, H)."""
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: skip masking
-            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
         embedded = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
-        last, all_hidden, attentions = self.encoder(embedded, mask, output_hidden_states, output_attentions)
+        last, all_hidden, attentions = self.encoder(embedded, broadcast_attention_mask(attention_mask),
+                                                    output_hidden_states, output_attentions)
         pooled = torch.tanh(self.pooler(last[:, 0])) if self.pooler is not None else None
         return BertModelOutput(last, pooled, all_hidden, attentions)
 

@@ -24,6 +24,19 @@ from bertkit.model.unpad import Unpadding, accepts_unpadding, plan_unpadding
 IGNORE_INDEX = -100
 
 
+def broadcast_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """attention_mask (B, T) int (1 = real token) or (B, T, T) (HF semantics: row i = the
+    keys query i sees) -> bool (B, 1, 1, T) / (B, 1, T, T) over the heads; None for no mask
+    or a (B, T) mask without padding (attention then skips masking)."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() == 3:
+        return attention_mask.bool()[:, None]  # (B, 1, T, T): keys each query attends to
+    if bool(attention_mask.all()):
+        return None
+    return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
+
+
 class BertPreTrainedModel(nn.Module):
     """Weight init plus HF-layout `from_pretrained` / `save_pretrained`.
 
@@ -35,6 +48,7 @@ class BertPreTrainedModel(nn.Module):
 
     backbone_prefix = ""
     optional_prefixes: tuple[str, ...] = ("pooler.",)
+    config_class: type[BertConfig] = BertConfig  # the family's config class (HF's attribute)
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -77,7 +91,7 @@ class BertPreTrainedModel(nn.Module):
         """
         from bertkit.interop.hf import load_pretrained_weights
 
-        config = config if config is not None else BertConfig.from_pretrained(directory)
+        config = config if config is not None else cls.config_class.from_pretrained(directory)
         model = cls(config)
         model.loading_info = load_pretrained_weights(model, Path(directory), strict=strict)
         model.eval()
@@ -150,11 +164,7 @@ class BertModel(BertPreTrainedModel):
             unpadding = plan_unpadding(attention_mask, getattr(self, "unpad", None) if unpad is None else unpad)
             if unpadding is not None:
                 return self._forward_unpadded(input_ids, token_type_ids, unpadding, output_hidden_states, read_positions)
-        mask = None
-        if attention_mask is not None and attention_mask.dim() == 3:
-            mask = attention_mask.bool()[:, None]  # (B, 1, T, T): keys each query attends to
-        elif attention_mask is not None and not bool(attention_mask.all()):  # no padding: skip masking
-            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
+        mask = broadcast_attention_mask(attention_mask)
         hidden = self.embeddings(input_ids, token_type_ids)
         if read_positions is not None:
             query_rows = QueryRows.build(read_positions)

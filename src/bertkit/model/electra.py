@@ -16,7 +16,6 @@ ElectraEncoder); only the embeddings' width and the heads differ from BERT.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ from torch import nn
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel
+from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
@@ -132,6 +131,7 @@ class ElectraPreTrainedModel(BertPreTrainedModel):
 
     backbone_prefix = "electra."
     base_model_prefix = "electra"
+    config_class = ElectraConfig
     optional_prefixes: tuple[str, ...] = ()
 
     @classmethod
@@ -142,13 +142,6 @@ class ElectraPreTrainedModel(BertPreTrainedModel):
     def bert(self) -> nn.Module:
         """The ELECTRA encoder under BERT's attribute name (for code written against BERT's models)."""
         return self.electra
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, strict: bool = True, output_loading_info: bool = False,
-                        config: ElectraConfig | None = None):
-        """Load config.json + model.safetensors (or pytorch_model.bin, weights only); see BertPreTrainedModel."""
-        config = config if config is not None else ElectraConfig.from_pretrained(directory)
-        return super().from_pretrained(directory, strict=strict, output_loading_info=output_loading_info, config=config)
 
 
 class ElectraModel(ElectraPreTrainedModel):
@@ -178,13 +171,11 @@ class ElectraModel(ElectraPreTrainedModel):
 
         Returns last_hidden_state (B, T, H), pooler_output None, and on request the hidden
         states (the projected embeddings first) and attention probabilities."""
-        mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
         hidden = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)  # (B, T, H)
-        last, all_hidden, attentions = self.encoder(hidden, mask, output_hidden_states, output_attentions)
+        last, all_hidden, attentions = self.encoder(hidden, broadcast_attention_mask(attention_mask),
+                                                    output_hidden_states, output_attentions)
         return BertModelOutput(last, None, all_hidden, attentions)
 
 

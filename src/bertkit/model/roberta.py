@@ -15,7 +15,6 @@ both ways with `from_pretrained` / `save_pretrained`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -89,6 +88,7 @@ class RobertaPreTrainedModel(BertPreTrainedModel):
     encoder `build_backbone` makes, held at `roberta`."""
 
     base_model_prefix = "roberta"
+    config_class = RobertaConfig
 
     @classmethod
     def build_backbone(cls, config: BertConfig, add_pooling_layer: bool) -> nn.Module:
@@ -98,18 +98,6 @@ class RobertaPreTrainedModel(BertPreTrainedModel):
     def bert(self) -> nn.Module:
         """The encoder under BERT's attribute name (for code written against BERT's models)."""
         return self.roberta
-
-    @classmethod
-    def from_pretrained(
-        cls,
-        directory: str | os.PathLike,
-        strict: bool = True,
-        output_loading_info: bool = False,
-        config: BertConfig | None = None,
-    ):
-        """config.json (a RobertaConfig) + weights; see `BertPreTrainedModel.from_pretrained`."""
-        config = config if config is not None else RobertaConfig.from_pretrained(directory)
-        return super().from_pretrained(directory, strict, output_loading_info, config)
 
 
 class RobertaModel(RobertaPreTrainedModel, BertModel):
