@@ -173,8 +173,7 @@ ARMS = {
     "random": ("", "", "", "abcd"),  # the no-pre-training control (mlm's config, fresh weights)
 }
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
-             "electra": "mrpc sst2", "wwm": "mrpc sst2", "dynamic": "mrpc sst2", "static": "mrpc sst2",
-             "random": "mrpc sst2 qnli"}
+             "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2"}
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -363,6 +362,8 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
 def cmd_run(args: argparse.Namespace) -> None:
     steps = build_steps(args)
     names = select(args.steps, steps)
+    if args.exclude:  # steps another runner is doing (name prefixes)
+        names = [n for n in names if not n.startswith(tuple(args.exclude.split(",")))]
     (args.work_dir / "data").mkdir(parents=True, exist_ok=True)
     done = set(read_results(args.work_dir)) if not args.redo else set()
     pending = [n for n in names if n not in done]
@@ -604,6 +605,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("steps", nargs="+", help="step names, ablation letters a b c d, or all")
     run.add_argument("--jobs", type=int, default=1, help="steps run at once")
     run.add_argument("--redo", action="store_true", help="run recorded steps again")
+    run.add_argument("--exclude", default="", help="leave out steps whose names start with these (comma-separated)")
     run.set_defaults(func=cmd_run)
     commands.add_parser("list", help="the steps and which are done").set_defaults(func=cmd_list)
     commands.add_parser("table", help="markdown tables of the recorded results").set_defaults(func=cmd_table)
