@@ -42,10 +42,10 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.attention import BertSelfAttention
-from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask
+from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask, masked_lm
 from bertkit.model.dropout import Dropout
 from bertkit.model.embeddings import BertEmbeddings
-from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.heads import TiedDecoderHead
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput, ModelOutput
 from bertkit.model.roberta import MaskedLMOutput  # (loss, logits, masked_positions, ...): one definition
@@ -372,7 +372,7 @@ class AlbertModel(AlbertPreTrainedModel):
         return BertModelOutput(last, pooled, all_hidden, attentions)
 
 
-class AlbertMLMHead(nn.Module):
+class AlbertMLMHead(TiedDecoderHead):
     """H -> E (dense, activation, LayerNorm), then the decoder tied to the (V, E) word
     embeddings plus `bias`. Tied functionally: the state dict holds the matrix once."""
 
@@ -386,26 +386,6 @@ class AlbertMLMHead(nn.Module):
     def transform(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., E)."""
         return self.LayerNorm(self.activation(self.dense(hidden_states)))
-
-    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """hidden_states (..., H), word_embeddings (V, E) -> logits (..., V)."""
-        return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
-
-    def masked_lm(
-        self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, labels: torch.Tensor | None
-    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
-        """hidden_states (B, T, H); labels (B, T) ids, -100 = no prediction, or None.
-
-        Returns (loss, logits, positions): without labels (None, (B, T, V), None); with them
-        only the labelled positions reach the vocabulary (the V x E decoder is most of a
-        small model's work): mean CE, (N, V) logits and their (N, 2) positions, row-major."""
-        if labels is None:
-            return None, self(hidden_states, word_embeddings), None
-        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-        selected = hidden_states[positions[:, 0], positions[:, 1]]  # (N, H)
-        targets = labels[positions[:, 0], positions[:, 1]]
-        loss, logits = decoder_cross_entropy(self.transform(selected), word_embeddings, self.bias, targets)
-        return loss, logits, positions
 
 
 class AlbertSOPHead(nn.Module):
@@ -452,7 +432,7 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
         out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         sop_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
         word_embeddings = self.albert.embeddings.word_embeddings.weight
-        loss, prediction_logits, positions = self.predictions.masked_lm(out.last_hidden_state, word_embeddings, labels)
+        loss, prediction_logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels)
         if sentence_order_label is not None:
             sop_loss = F.cross_entropy(sop_logits, sentence_order_label.view(-1), ignore_index=IGNORE_INDEX)
             loss = sop_loss if loss is None else loss + sop_loss
@@ -485,7 +465,7 @@ class AlbertForMaskedLM(AlbertPreTrainedModel):
         (then logits are (N, V) at those positions only, see `masked_positions`)."""
         out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         word_embeddings = self.albert.embeddings.word_embeddings.weight
-        loss, logits, positions = self.predictions.masked_lm(out.last_hidden_state, word_embeddings, labels)
+        loss, logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels)
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 

@@ -37,6 +37,32 @@ def broadcast_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tenso
     return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
 
 
+def labelled_rows(
+    hidden_states: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """hidden_states (B, T, H), labels (B, T) (-100 = no prediction) -> the N labelled
+    positions (N, 2) in row-major order, their hidden states (N, H) and labels (N,)."""
+    positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+    rows, columns = positions[:, 0], positions[:, 1]
+    return positions, hidden_states[rows, columns], labels[rows, columns]
+
+
+def masked_lm(
+    head: nn.Module, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, labels: torch.Tensor | None
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+    """A tied vocabulary head (bertkit.model.heads.TiedDecoderHead) over hidden_states (B, T, H).
+
+    Without labels: (None, logits (B, T, V), None). With labels (B, T) (-100 = none) only
+    the labelled positions reach the vocabulary (the V x E decoder is most of a small
+    model's work; ~85% of MLM positions carry no loss): (mean CE, logits (N, V), positions
+    (N, 2)); a batch with nothing labelled gives zero loss, not NaN."""
+    if labels is None:
+        return None, head(hidden_states, word_embeddings), None
+    positions, selected, targets = labelled_rows(hidden_states, labels)
+    loss, logits = head.loss_and_logits(selected, word_embeddings, targets)
+    return loss, logits, positions
+
+
 class BertPreTrainedModel(nn.Module):
     """Weight init plus HF-layout `from_pretrained` / `save_pretrained`.
 
@@ -248,20 +274,9 @@ class BertForPreTraining(BertPreTrainedModel):
         out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
                         read_positions=read)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
-        loss = positions = None
-        if labels is None:
-            prediction_logits = self.mlm_logits(out.last_hidden_state)  # (B, T, V)
-        else:
-            # Project only the labelled positions onto the vocabulary: the V x H decoder
-            # is most of a small model's compute, and ~85% of positions carry no loss.
-            positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-            selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
-            targets = labels[positions[:, 0], positions[:, 1]]
-            # mean CE over the N positions and their (N, V) logits; a batch without
-            # masked positions contributes zero (not NaN) MLM loss
-            loss, prediction_logits = self.cls.predictions.loss_and_logits(
-                selected, self.bert.embeddings.word_embeddings.weight, targets
-            )
+        loss, prediction_logits, positions = masked_lm(
+            self.cls.predictions, out.last_hidden_state, self.bert.embeddings.word_embeddings.weight, labels
+        )
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1), ignore_index=IGNORE_INDEX)
             loss = nsp_loss if loss is None else loss + nsp_loss

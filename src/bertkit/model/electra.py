@@ -25,7 +25,7 @@ from torch import nn
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask
+from bertkit.model.bert import BertPreTrainedModel, broadcast_attention_mask, labelled_rows
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
@@ -290,10 +290,10 @@ class ElectraForMaskedLM(ElectraPreTrainedModel):
         out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
         if labels is None:
             return MaskedLMOutput(None, self.mlm_logits(out.last_hidden_state), None, out.hidden_states, out.attentions)
-        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-        selected = self.generator_predictions(out.last_hidden_state[positions[:, 0], positions[:, 1]])  # (N, E)
-        loss, logits = decoder_cross_entropy(selected, self.electra.embeddings.word_embeddings.weight,
-                                             self.generator_lm_head.bias, labels[positions[:, 0], positions[:, 1]])
+        positions, selected, targets = labelled_rows(out.last_hidden_state, labels)  # (N, 2), (N, H), (N,)
+        loss, logits = decoder_cross_entropy(self.generator_predictions(selected),  # (N, E)
+                                             self.electra.embeddings.word_embeddings.weight,
+                                             self.generator_lm_head.bias, targets)
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 

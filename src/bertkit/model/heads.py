@@ -38,18 +38,14 @@ class BertPredictionHeadTransform(nn.Module):
         return self.LayerNorm(self.act(self.dense(hidden_states)))
 
 
-class BertLMPredictionHead(nn.Module):
-    """MLM head: transform (dense + act + LayerNorm), then the decoder tied to the word
-    embeddings plus an output bias. The tie is functional (the embedding matrix is
-    passed in), so the state dict holds the matrix once."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.transform = BertPredictionHeadTransform(config)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+class TiedDecoderHead(nn.Module):
+    """A vocabulary head whose decoder is tied to the word embeddings: `transform` (a module
+    or method, (..., H) -> (..., E)), then the (V, E) embedding matrix, passed in, plus the
+    head's own `bias` (V,). The tie is functional, so the state dict holds the matrix once.
+    Subclasses (BERT's, RoBERTa's, ALBERT's heads) set `transform` and `bias`."""
 
     def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """hidden_states: (..., H); word_embeddings: (V, H) -> logits (..., V)."""
+        """hidden_states: (..., H); word_embeddings: (V, E) -> logits (..., V)."""
         return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
 
     def loss_and_logits(
@@ -59,6 +55,15 @@ class BertLMPredictionHead(nn.Module):
 
         Equal to `F.cross_entropy(self(hidden_states, word_embeddings), targets)`, fused."""
         return decoder_cross_entropy(self.transform(hidden_states), word_embeddings, self.bias, targets)
+
+
+class BertLMPredictionHead(TiedDecoderHead):
+    """MLM head: transform (dense + act + LayerNorm), then the tied decoder plus an output bias."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
 
 class BertOnlyMLMHead(nn.Module):

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.embeddings import BertEmbeddings
-from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.heads import TiedDecoderHead
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.task_heads import (
     BertForMultipleChoice,
@@ -109,7 +109,7 @@ class RobertaModel(RobertaPreTrainedModel, BertModel):
         self.init_weights()
 
 
-class RobertaLMHead(nn.Module):
+class RobertaLMHead(TiedDecoderHead):
     """dense -> GELU (exact, whatever `hidden_act` says, as HF) -> layer_norm -> tied decoder + bias."""
 
     def __init__(self, config: BertConfig):
@@ -119,17 +119,8 @@ class RobertaLMHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def transform(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(..., H) -> (..., H)."""
         return self.layer_norm(F.gelu(self.dense(hidden_states)))
-
-    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """hidden_states: (..., H); word_embeddings: (V, H) -> logits (..., V)."""
-        return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
-
-    def loss_and_logits(
-        self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, targets: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """hidden_states: (N, H) at masked positions, targets (N,) -> (mean CE, logits (N, V)), fused."""
-        return decoder_cross_entropy(self.transform(hidden_states), word_embeddings, self.bias, targets)
 
 
 @dataclass
@@ -172,12 +163,7 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
         out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
                            read_positions=read)
         word_embeddings = self.roberta.embeddings.word_embeddings.weight
-        if labels is None:
-            logits = self.lm_head(out.last_hidden_state, word_embeddings)  # (B, T, V)
-            return MaskedLMOutput(None, logits, None, out.hidden_states, out.attentions)
-        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-        selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
-        loss, logits = self.lm_head.loss_and_logits(selected, word_embeddings, labels[positions[:, 0], positions[:, 1]])
+        loss, logits, positions = masked_lm(self.lm_head, out.last_hidden_state, word_embeddings, labels)
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 

@@ -25,7 +25,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.errors import BertkitError
-from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.heads import BertOnlyMLMHead
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
@@ -83,11 +83,7 @@ class BertLMHeadModel(BertPreTrainedModel):
             mask = mask.expand(input_ids.shape[0], -1, -1)  # (B, T, T)
         out = self.bert(input_ids, token_type_ids, mask, output_hidden_states)
         weight = self.bert.embeddings.word_embeddings.weight
-        if labels is None:
-            return CausalLMOutput(None, self.cls.predictions(out.last_hidden_state, weight), out.hidden_states)
-        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-        selected = out.last_hidden_state[positions[:, 0], positions[:, 1]]  # (N, H)
-        loss, logits = self.cls.predictions.loss_and_logits(selected, weight, labels[positions[:, 0], positions[:, 1]])
+        loss, logits, _ = masked_lm(self.cls.predictions, out.last_hidden_state, weight, labels)
         return CausalLMOutput(loss, logits, out.hidden_states)
 
 
