@@ -131,16 +131,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        path = Path(path)
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise BertkitError(f"{path}: no such file") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BertkitError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(values, dict):
-            raise BertkitError(f"{path}: expected a JSON object")
-        return cls.from_dict(values, source=str(path))
+        return cls.from_dict(read_json_object(path), source=str(path))
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> "BertConfig":
@@ -259,6 +250,20 @@ class BertConfig:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0.0 <= value < 1.0):
             raise ConfigError(f"field 'classifier_dropout' must be in [0, 1) or null, got {value!r}")
+
+
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """A JSON file holding one object (config.json); errors are one line naming the file."""
+    path = Path(path)
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BertkitError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BertkitError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(values, dict):
+        raise BertkitError(f"{path}: expected a JSON object")
+    return values
 
 
 def default_id2label(num_labels: int) -> dict[int, str]:

@@ -20,7 +20,6 @@ Class references are "module:Class" strings, imported on first use (the CLI stay
 from __future__ import annotations
 
 import importlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,17 +87,11 @@ def _resolve(reference: str):
 
 def read_model_type(directory: str | Path) -> str:
     """config.json's `model_type` ("bert" when absent); errors name the file."""
-    path = Path(directory) / "config.json"
+    from bertkit.config import read_json_object
+
     if not Path(directory).is_dir():
         raise BertkitError(f"{directory}: no such model directory")
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BertkitError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(values, dict):
-        raise BertkitError(f"{path}: expected a JSON object")
+    values = read_json_object(Path(directory) / "config.json")
     return str(values.get("model_type") or DEFAULT_MODEL_TYPE)
 
 
