@@ -131,21 +131,28 @@ def measure_speed(teacher_dir: Path, student_dir: Path, dev: Path, repeats: int 
             "speedup_wall": wall["teacher"] / wall["student"], "speedup_cpu1": cpu["teacher"] / cpu["student"]}
 
 
+def _mean_spread(values: list[float]) -> str:
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.4f} ± {spread:.4f} ({', '.join(f'{v:.4f}' for v in values)})"
+
+
 def summary(results: dict) -> str:
-    teacher_f1 = results["teacher"]["dev_f1"]
-    lines = ["| model | layers | parameters | dev F1 (best epoch) | fraction of teacher |", "|---|---|---|---|---|"]
+    """Markdown table: dev F1 and accuracy of the best epoch (mean ± sample std over seeds)."""
+    teacher = results["distilled"][0]["teacher_dev"] if results.get("distilled") else None
+    if teacher is None:
+        return "no student yet"
+    lines = ["| model | layers | parameters | dev F1 | F1 / teacher's | dev accuracy |", "|---|---|---|---|---|---|"]
     lines.append(f"| teacher (MiniLM-L6 fine-tuned) | 6 | {results['teacher']['parameters'] / 1e6:.1f}M | "
-                 f"{teacher_f1:.4f} | 1 |")
+                 f"{teacher['f1']:.4f} | 1 | {teacher['accuracy']:.4f} |")
     for name, key in (("distilled student", "distilled"), ("label-only student (control)", "control")):
         runs = results.get(key) or []
         if not runs:
             continue
-        scores = [r["best_f1"] for r in runs]
-        mean = statistics.mean(scores)
-        spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        f1 = [r["best_f1"] for r in runs]
+        accuracy = [json.loads((Path(r["dir"]) / "best_metrics.json").read_text())["eval_accuracy"] for r in runs]
         lines.append(f"| {name}, seeds {','.join(str(r['seed']) for r in runs)} | 3 | "
-                     f"{runs[0]['student_parameters'] / 1e6:.1f}M | {mean:.4f} ± {spread:.4f} "
-                     f"({', '.join(f'{s:.4f}' for s in scores)}) | {mean / teacher_f1:.3f} |")
+                     f"{runs[0]['student_parameters'] / 1e6:.1f}M | {_mean_spread(f1)} | "
+                     f"{statistics.mean(f1) / teacher['f1']:.3f} | {_mean_spread(accuracy)} |")
     speed = results.get("speed")
     if speed:
         lines += ["", f"Inference on the {speed['examples']} dev pairs: teacher "
@@ -171,7 +178,11 @@ def main() -> None:
     parser.add_argument("--student-lr", type=float, default=1e-4)
     parser.add_argument("--seeds", default="1,2,3", help="students' seeds")
     parser.add_argument("--control-seeds", default="1", help="seeds of the label-only control (empty: none)")
+    parser.add_argument("--summary", action="store_true", help="print the table of <work-dir>/results.json and stop")
     args = parser.parse_args()
+    if args.summary:
+        print(summary(json.loads((args.work_dir / "results.json").read_text(encoding="utf-8"))))
+        return
     args.model = args.model or default_model()
     work = args.work_dir
     work.mkdir(parents=True, exist_ok=True)
