@@ -208,10 +208,12 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
               "--batch-size", "16", "--max-seq-length", "192", "--doc-stride", "64", "--max-query-length", "32",
               *end_eval], ("eval_f1", "eval_exact_match"), "SQuAD v1.1"),
         Step("piqa", "PIQA", "minilm", lambda w: cut_piqa(w, args.piqa_held_out, args.piqa_train),
-             ["multiple-choice", *minilm_lr, "--epochs", "2", "--batch-size", "16", "--max-seq-length", "96"],
+             ["multiple-choice", "--lr", str(args.mc_lr), "--epochs", str(args.mc_epochs), "--batch-size", "16",
+              "--max-seq-length", "96"],
              ("eval_accuracy",), "PIQA (2 choices)"),
         Step("csqa", "CommonsenseQA", "minilm", lambda w: cut_csqa(w, args.csqa_held_out, args.csqa_train),
-             ["multiple-choice", *minilm_lr, "--epochs", "2", "--batch-size", "16", "--max-seq-length", "64"],
+             ["multiple-choice", "--lr", str(args.mc_lr), "--epochs", str(args.mc_epochs), "--batch-size", "16",
+              "--max-seq-length", "64"],
              ("eval_accuracy",), "CommonsenseQA (5 choices)"),
     ]
     for suffix, lr, scale in (("ko", ko_lr, 1), ("random", ko_lr, 1), ("ko2", ko_lr, 1),
@@ -399,6 +401,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--squad-dev", type=int, default=300)
     parser.add_argument("--squad-epochs", type=int, default=1)
     parser.add_argument("--squad-lr", type=float, default=1e-4)
+    parser.add_argument("--mc-lr", type=float, default=5e-5, help="PIQA and CommonsenseQA learning rate")
+    parser.add_argument("--mc-epochs", type=int, default=2)
     parser.add_argument("--piqa-train", type=int, default=600)
     parser.add_argument("--piqa-held-out", type=int, default=500)
     parser.add_argument("--csqa-train", type=int, default=600)
