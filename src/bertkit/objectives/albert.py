@@ -10,7 +10,6 @@ whose `sop_logits` the shared code reads under NSP's name. Metrics are reported 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -24,6 +23,7 @@ class AlbertObjective(MlmNspObjective):
     name = "albert"
     data_formats = ("sop",)
     config_class = AlbertConfig
+    model_class = AlbertForPreTraining
     progress_keys = ("mlm_accuracy", "sop_accuracy")
     plot_panels = [
         ("Loss", ["loss", "eval_loss"]),
@@ -61,12 +61,6 @@ class AlbertObjective(MlmNspObjective):
         if changes:
             config = AlbertConfig.from_dict({**config.to_dict(), **changes}, source="albert options")
         return AlbertForPreTraining(config)
-
-    @classmethod
-    def load_model(cls, directory: Path) -> nn.Module:
-        model = AlbertForPreTraining.from_pretrained(directory)
-        model.train()
-        return model
 
     def fsdp_units(self, model: nn.Module) -> list[nn.Module]:
         """FSDP shards each distinct `AlbertLayer` (a layer shared by all runs gathers once per

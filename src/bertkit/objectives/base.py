@@ -2,8 +2,8 @@
 
 An objective is a `TrainingProgram` over a built data directory (bertkit.data). A new
 objective subclasses `PretrainingObjective`, says which instance formats it accepts and
-which masking it uses, and implements `build_model` / `load_model` and the loss; then it
-gets one line in `bertkit.objectives.OBJECTIVES`.
+which masking it uses, and its model (`model_class`, or `build_model` / `load_model`) and
+the loss; then it gets one line in `bertkit.objectives.OBJECTIVES`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ class PretrainingObjective(TrainingProgram):
     data_formats: tuple[str, ...] = ("nsp", "packed", "sop")  # instance formats this objective trains on
     default_masking = "token"
     config_class = BertConfig  # the model config a preset becomes (a BertConfig subclass for other families)
+    model_class: type[nn.Module] | None = None  # what the default build_model / load_model make
+    # why the objective needs data built with --masking dynamic (it masks as it loads, or not at
+    # all), completing "objective X ..."; None: static masks are fine
+    needs_dynamic_masking: str | None = None
 
     def __init__(self, model: nn.Module, train: PretrainingDataset, eval_data: PretrainingDataset | None,
                  masking: MaskingConfig, seed: int):
@@ -51,12 +55,20 @@ class PretrainingObjective(TrainingProgram):
         return {}
 
     @classmethod
-    def build_model(cls, config: BertConfig) -> nn.Module:
-        raise NotImplementedError
+    def build_model(cls, config: BertConfig, **options: Any) -> nn.Module:
+        """A fresh `model_class` for `config`."""
+        if cls.model_class is None:
+            raise NotImplementedError
+        return cls.model_class(config)
 
     @classmethod
     def load_model(cls, directory: Path) -> nn.Module:
-        raise NotImplementedError
+        """The checkpoint at `directory` as `model_class`, in training mode."""
+        if cls.model_class is None:
+            raise NotImplementedError
+        model = cls.model_class.from_pretrained(directory)
+        model.train()
+        return model
 
     def save_pretrained(self, model: nn.Module, directory: Path, state_dict=None) -> None:
         model.save_pretrained(directory, state_dict=state_dict)
@@ -71,6 +83,9 @@ class PretrainingObjective(TrainingProgram):
                 f"{data.directory}: built as {fmt!r} instances, but objective {cls.name!r} needs "
                 f"{' or '.join(repr(f) for f in cls.data_formats)} (rebuild with bertkit data build --format ...)"
             )
+        if cls.needs_dynamic_masking is not None and data.info.masking != "dynamic":
+            raise BertkitError(f"{data.directory}: masked at build time (static), but objective {cls.name!r} "
+                               f"{cls.needs_dynamic_masking}: rebuild with bertkit data build --masking dynamic")
 
     def num_train_examples(self) -> int:
         return len(self.train)

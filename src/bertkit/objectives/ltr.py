@@ -15,16 +15,12 @@ as any BERT checkpoint (bidirectionally, as bertkit fine-tunes every BERT).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.data.dataset import PretrainingDataset
-from bertkit.errors import BertkitError
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.heads import BertOnlyMLMHead
 from bertkit.model.outputs import ModelOutput
@@ -92,23 +88,8 @@ class LtrObjective(PretrainingObjective):
     data_formats = ("nsp", "packed", "sop")
     progress_keys = ("lm_accuracy",)
     plot_panels = [("Loss", ["loss", "eval_loss"]), ("Next-token accuracy", ["lm_accuracy", "eval_lm_accuracy"])]
-
-    @classmethod
-    def check_data(cls, data: PretrainingDataset) -> None:
-        super().check_data(data)
-        if data.info.masking != "dynamic":
-            raise BertkitError(f"{data.directory}: masked at build time (static), but objective 'ltr' reads "
-                               "unmasked text: rebuild with bertkit data build --masking dynamic")
-
-    @classmethod
-    def build_model(cls, config: BertConfig, **options: Any) -> nn.Module:
-        return BertLMHeadModel(config)
-
-    @classmethod
-    def load_model(cls, directory: Path) -> nn.Module:
-        model = BertLMHeadModel.from_pretrained(directory)
-        model.train()
-        return model
+    model_class = BertLMHeadModel
+    needs_dynamic_masking = "reads unmasked text"
 
     def masked_example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
         """No masking: the text as it is and its next-token labels (the same every epoch)."""

@@ -7,14 +7,11 @@ without NSP: it trains on any instance format and ignores the sentence label.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.model import BertForPreTraining
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 
@@ -23,22 +20,13 @@ class MlmNspObjective(PretrainingObjective):
     name = "mlm_nsp"
     data_formats = ("nsp",)
     use_nsp = True
+    model_class = BertForPreTraining
     progress_keys = ("mlm_accuracy", "nsp_accuracy")
     plot_panels = [
         ("Loss", ["loss", "eval_loss"]),
         ("MLM accuracy", ["mlm_accuracy", "eval_mlm_accuracy"]),
         ("NSP accuracy", ["nsp_accuracy", "eval_nsp_accuracy"]),
     ]
-
-    @classmethod
-    def build_model(cls, config: BertConfig) -> nn.Module:
-        return BertForPreTraining(config)
-
-    @classmethod
-    def load_model(cls, directory: Path) -> nn.Module:
-        model = BertForPreTraining.from_pretrained(directory)
-        model.train()
-        return model
 
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         counts = {"mlm": sequence_counts(batch["labels"])}

@@ -13,7 +13,6 @@ What RoBERTa changed against BERT (Liu et al. 2019), and where it lives:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,6 +28,7 @@ class RobertaObjective(MlmObjective):
     name = "roberta"
     data_formats = ("packed",)
     config_class = RobertaConfig
+    model_class = RobertaForMaskedLM
     # RoBERTa's optimiser and model shape; 514 positions = 512 tokens past padding_idx 1
     config_defaults: dict[str, Any] = {
         "adam_beta2": 0.98,
@@ -40,12 +40,6 @@ class RobertaObjective(MlmObjective):
         if not isinstance(config, RobertaConfig):
             config = RobertaConfig.from_dict({**config.to_dict(), "model_type": "roberta"})
         return RobertaForMaskedLM(config)
-
-    @classmethod
-    def load_model(cls, directory: Path) -> nn.Module:
-        model = RobertaForMaskedLM.from_pretrained(directory)
-        model.train()
-        return model
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         labels = batch["labels"]

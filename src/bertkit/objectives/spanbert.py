@@ -19,7 +19,6 @@ pooler, `cls.predictions.*`) plus `sbo.*`: transformers' `BertForMaskedLM` loads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,8 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.data.dataset import PretrainingDataset
-from bertkit.errors import BertkitError, ConfigError
+from bertkit.errors import ConfigError
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.heads import BertOnlyMLMHead, decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput
@@ -135,6 +133,8 @@ class SpanBertObjective(PretrainingObjective):
     name = "spanbert"
     data_formats = ("packed",)  # single segments: paired (nsp / sop) data is refused
     config_defaults: dict[str, Any] = {"masking": "span"}
+    model_class = SpanBertForPreTraining
+    needs_dynamic_masking = "masks spans as it loads"
     progress_keys = ("mlm_accuracy", "sbo_accuracy")
     plot_panels = [
         ("Loss", ["loss", "eval_loss"]),
@@ -147,23 +147,6 @@ class SpanBertObjective(PretrainingObjective):
             raise ConfigError(f"field 'masking' must be 'span' for objective 'spanbert' (the span boundary "
                               f"objective reads whole spans), got {masking.strategy!r}")
         super().__init__(model, train, eval_data, masking, seed)
-
-    @classmethod
-    def check_data(cls, data: PretrainingDataset) -> None:
-        super().check_data(data)
-        if data.info.masking != "dynamic":
-            raise BertkitError(f"{data.directory}: masked at build time (static), but objective 'spanbert' masks "
-                               "spans as it loads: rebuild with bertkit data build --masking dynamic")
-
-    @classmethod
-    def build_model(cls, config: BertConfig, **options: Any) -> nn.Module:
-        return SpanBertForPreTraining(config)
-
-    @classmethod
-    def load_model(cls, directory: Path) -> nn.Module:
-        model = SpanBertForPreTraining.from_pretrained(directory)
-        model.train()
-        return model
 
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         return {"mlm": sequence_counts(batch["labels"])}
