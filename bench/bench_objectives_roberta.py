@@ -23,14 +23,13 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import interleaved_best, synchronized  # noqa: E402
+from common import add_step_arguments, compare_steps, step_clock  # noqa: E402
 
 VOCAB = 50265
 BOS, PAD, EOS, UNK, MASK = 0, 1, 2, 3, VOCAB - 1  # roberta-base's special ids
@@ -78,36 +77,19 @@ def build_pair(preset: str, device: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=["tiny", "mini"], choices=["tiny", "mini", "small", "medium", "base"])
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (fp32 on both sides)")
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
+    add_step_arguments(parser)
     args = parser.parse_args()
-    if args.cpu_time and args.threads != 1:
-        parser.error("--cpu-time needs --threads 1")
-    torch.set_num_threads(args.threads)
-    clock = time.process_time if args.cpu_time else time.perf_counter
-    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name()
-    print(f"torch {torch.__version__}, {where}, {'CPU' if args.cpu_time else 'wall'} time; batch {args.batch_size} x "
+    clock, header = step_clock(parser, args)
+    print(f"{header}; batch {args.batch_size} x "
           f"{args.seq_len}, vocab {VOCAB}, dropout 0.1; best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
         config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.device)
         batch = {k: v.to(args.device) for k, v in make_batch(args.batch_size, args.seq_len).items()}
         diff = sanity_check(ours, ref, batch)
-        candidates = {"bertkit": synchronized(step_function(ours, ours_opt, batch), args.device),
-                      "transformers": synchronized(step_function(ref, ref_opt, batch), args.device)}
-        for step in candidates.values():  # warm-up: optimizer state, allocator, kernels
-            step()
-        times, _ = interleaved_best(candidates, args.repeats, clock)
-        tokens = args.batch_size * args.seq_len
         print(f"\n== {preset}: L{config.num_hidden_layers}/H{config.hidden_size}/A{config.num_attention_heads}, "
               f"{ours.num_parameters() / 1e6:.2f}M parameters, eval-mode |loss difference| {diff:.1e}")
-        for name, seconds in times.items():
-            print(f"  {name:14s} step {seconds * 1e3:8.1f} ms  {tokens / seconds:9.0f} tokens/s")
-        print(f"  ratio transformers / bertkit: {times['transformers'] / times['bertkit']:.2f}")
+        compare_steps({"bertkit": step_function(ours, ours_opt, batch), "transformers": step_function(ref, ref_opt, batch)},
+                      args.device, args.repeats, clock, args.batch_size * args.seq_len)
 
 
 if __name__ == "__main__":

@@ -50,3 +50,41 @@ def synchronized(step: Callable[[], object], device: str) -> Callable[[], object
         return value
 
     return run
+
+
+def add_step_arguments(parser) -> None:
+    """The options of a bertkit-vs-transformers training-step bench (bench_albert, bench_objectives_roberta)."""
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "mini"], choices=["tiny", "mini", "small", "medium", "base"])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (fp32 on both sides)")
+    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
+
+
+def step_clock(parser, args) -> tuple[Callable[[], float], str]:
+    """Set torch's threads from `args` (of `add_step_arguments`); the clock to time with and
+    a header describing it (torch version, threads or GPU, wall or CPU time)."""
+    import torch
+
+    if args.cpu_time and args.threads != 1:
+        parser.error("--cpu-time needs --threads 1")
+    torch.set_num_threads(args.threads)
+    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name()
+    header = f"torch {torch.__version__}, {where}, {'CPU' if args.cpu_time else 'wall'} time"
+    return (time.process_time if args.cpu_time else time.perf_counter), header
+
+
+def compare_steps(steps: dict[str, Callable[[], object]], device: str, repeats: int,
+                  clock: Callable[[], float], tokens: int) -> dict[str, float]:
+    """Warm each step up once (optimizer state, allocator, kernels), time them interleaved
+    (best of `repeats`), print ms and tokens/s per step and the transformers / bertkit ratio."""
+    candidates = {name: synchronized(step, device) for name, step in steps.items()}
+    for step in candidates.values():
+        step()
+    times, _ = interleaved_best(candidates, repeats, clock)
+    for name, seconds in times.items():
+        print(f"  {name:14s} step {seconds * 1e3:8.1f} ms  {tokens / seconds:9.0f} tokens/s")
+    print(f"  ratio transformers / bertkit: {times['transformers'] / times['bertkit']:.2f}")
+    return times
