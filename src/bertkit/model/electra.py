@@ -35,7 +35,7 @@ from bertkit.model.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    classifier_dropout,
+    FirstTokenClassificationHead,
 )
 
 SUMMARY_TYPES = ("first", "last", "mean")
@@ -300,18 +300,10 @@ class ElectraForMaskedLM(ElectraPreTrainedModel):
 # ---- fine-tuning heads -------------------------------------------------------------------
 
 
-class ElectraClassificationHead(nn.Module):
-    """[CLS] state -> dropout -> dense -> GELU -> dropout -> out_proj: (B, T, H) -> (B, K)."""
+class ElectraClassificationHead(FirstTokenClassificationHead):
+    """[CLS] state -> dropout -> dense -> GELU (exact) -> dropout -> out_proj: (B, T, H) -> (B, K)."""
 
-    def __init__(self, config: ElectraConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        x = self.dropout(hidden_states[:, 0])  # (B, H)
-        return self.out_proj(self.dropout(F.gelu(self.dense(x))))
+    activation = staticmethod(F.gelu)
 
 
 class ElectraForSequenceClassification(ElectraPreTrainedModel, BertForSequenceClassification):

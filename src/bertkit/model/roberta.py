@@ -31,7 +31,7 @@ from bertkit.model.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
-    classifier_dropout,
+    FirstTokenClassificationHead,
 )
 
 
@@ -167,19 +167,10 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 
-class RobertaClassificationHead(nn.Module):
+class RobertaClassificationHead(FirstTokenClassificationHead):
     """<s> vector -> dropout -> dense -> tanh -> dropout -> out_proj (K outputs)."""
 
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout = nn.Dropout(classifier_dropout(config))
-        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """(B, T, H) -> (B, K)."""
-        x = torch.tanh(self.dense(self.dropout(hidden_states[:, 0])))
-        return self.out_proj(self.dropout(x))
+    activation = staticmethod(torch.tanh)
 
 
 class RobertaForSequenceClassification(RobertaPreTrainedModel, BertForSequenceClassification):

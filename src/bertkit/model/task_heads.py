@@ -64,6 +64,24 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, kin
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
 
 
+class FirstTokenClassificationHead(nn.Module):
+    """The sequence head of RoBERTa and ELECTRA (HF's `classifier.dense/out_proj`): first
+    token's final state -> dropout -> dense -> `activation` -> dropout -> out_proj (K outputs)."""
+
+    activation = staticmethod(torch.tanh)
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(classifier_dropout(config))
+        self.out_proj = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) -> (B, K)."""
+        x = self.activation(self.dense(self.dropout(hidden_states[:, 0])))  # (B, H)
+        return self.out_proj(self.dropout(x))
+
+
 class BertTaskModel(BertPreTrainedModel):
     """What every task head shares: the encoder at attribute `base_model_prefix` (HF's:
     `bert`, `roberta`, ...), built by `build_backbone` and read through `backbone`, and the
