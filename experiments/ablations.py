@@ -347,7 +347,10 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
                "--epochs", str(epochs), "--lr", str(args.ft_lr), "--batch-size", "32",
                "--max-seq-length", str(args.max_seq_length), "--seed", str(seed), "--overwrite", "--no-progress",
                "--set", "eval_steps=1000000"]
-    seconds = run_command(command, log)
+    if finished_as(output, cut, epochs, seed, args.ft_lr, work / "runs" / f"pt-{arm}" / "final"):
+        seconds = None  # finished by an earlier runner that stopped before recording it: record, do not rerun
+    else:
+        seconds = round(run_command(command, log), 1)
     best = json.loads((output / "best" / "best_metrics.json").read_text())
     metrics = {k: best.get(f"eval_{k}") for k in TASKS[task]}
     for folder in output.glob("checkpoint-*"):  # keep best/ only: ~50 runs
@@ -356,7 +359,21 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
     return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": metrics, "epochs": epochs,
             "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
-            "seconds": round(seconds, 1), "command": shown(command, work)}
+            "seconds": seconds, "command": shown(command, work)}
+
+
+def finished_as(output: Path, cut: dict, epochs: int, seed: int, lr: float, model: Path) -> bool:
+    """Whether `output` holds a finished fine-tuning run (best/ written after its last
+    step) with exactly these settings."""
+    try:
+        config = json.loads((output / "run_config.json").read_text())
+        best = json.loads((output / "best" / "best_metrics.json").read_text())
+    except (OSError, ValueError):
+        return False
+    lines = read_metrics(output)
+    same = (config.get("epochs"), config.get("seed"), config.get("lr"), config.get("init_from"), config.get("train")) == (
+        epochs, seed, lr, str(model), str(cut["train"]))
+    return same and bool(lines) and best.get("step") == max(r.get("step", 0) for r in lines)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -546,13 +563,8 @@ def cls_spread(model_dir: Path, texts: list[str]) -> dict:
     pooler and for the mean of the token vectors. Near 0: [CLS] is nearly a constant."""
     import torch
 
-    from bertkit import BertModel, Tokenizer
-    from bertkit.model.electra import ElectraModel
-
-    tokenizer = Tokenizer.from_pretrained(model_dir)
+    tokenizer, model = load_encoder(model_dir)
     batch = tokenizer(texts, padding=True, return_tensors="pt")
-    electra = json.loads((model_dir / "config.json").read_text()).get("model_type") == "electra"
-    model = (ElectraModel if electra else BertModel).from_pretrained(model_dir).eval()
     with torch.no_grad():
         out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
     mask = batch["attention_mask"][..., None].float()
@@ -563,6 +575,70 @@ def cls_spread(model_dir: Path, texts: list[str]) -> dict:
         if vectors is not None:
             spread[name] = float(vectors.std(0).mean() / vectors.norm(dim=-1).mean())
     return spread
+
+
+def load_encoder(model_dir: Path):
+    """(tokenizer, encoder in eval mode) of a pre-training run's final/ (BERT, LTR or ELECTRA)."""
+    from bertkit import BertModel, Tokenizer
+    from bertkit.model.electra import ElectraModel
+
+    electra = json.loads((model_dir / "config.json").read_text()).get("model_type") == "electra"
+    return Tokenizer.from_pretrained(model_dir), (ElectraModel if electra else BertModel).from_pretrained(model_dir).eval()
+
+
+def mean_features(model_dir: Path, texts: list[str], batch_size: int = 64, max_length: int = 128) -> np.ndarray:
+    """(N, H) float64: the mean of the last layer's token vectors (padding excluded), frozen encoder."""
+    import torch
+
+    tokenizer, model = load_encoder(model_dir)
+    order = np.argsort([len(t) for t in texts])  # similar lengths per batch: less padding
+    out = np.zeros((len(texts), model.config.hidden_size))
+    with torch.inference_mode():
+        for start in range(0, len(texts), batch_size):
+            index = order[start:start + batch_size]
+            batch = tokenizer([texts[i] for i in index], padding=True, truncation=True, max_length=max_length,
+                              return_tensors="pt")
+            hidden = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).last_hidden_state
+            mask = batch["attention_mask"][..., None].float()
+            out[index] = ((hidden * mask).sum(1) / mask.sum(1)).double().numpy()
+    return out
+
+
+def probe_accuracy(train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray, dev_y: np.ndarray) -> float:
+    """Dev accuracy of an L2-regularised logistic regression on standardised frozen features."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    classifier = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
+    return float(classifier.fit(train_x, train_y).score(dev_x, dev_y))
+
+
+def read_tsv(path: Path, columns: tuple[str, ...]) -> list[list[str]]:
+    header, *lines = path.read_text(encoding="utf-8-sig").splitlines()
+    names = header.split("\t")
+    return [[row.split("\t")[names.index(c)] for c in columns] for row in lines if row.strip()]
+
+
+def cmd_probe(args: argparse.Namespace) -> None:
+    """Frozen-feature probes (no fine-tuning): SST-2 (2,000 train subset -> dev) on mean-pooled
+    sentence vectors; MRPC (train -> dev) on [u, v, |u - v|, u * v] of the two sentences."""
+    cut = cut_tasks(args.work_dir, args)
+    sst_train = read_tsv(cut["sst2"]["train"], ("sentence", "label"))
+    sst_dev = read_tsv(cut["sst2"]["dev"], ("sentence", "label"))
+    mrpc_columns = ("#1 String", "#2 String", "Quality")
+    mrpc_train, mrpc_dev = read_tsv(cut["mrpc"]["train"], mrpc_columns), read_tsv(cut["mrpc"]["dev"], mrpc_columns)
+    results = {}
+    print("| run | SST-2 probe accuracy | MRPC probe accuracy |\n|---|---:|---:|")
+    for run in sorted((args.work_dir / "runs").glob("pt-*/final")):
+        f = lambda rows, k: mean_features(run, [r[k] for r in rows])  # noqa: E731
+        labels = lambda rows, k: np.array([int(r[k]) for r in rows])  # noqa: E731
+        sst = probe_accuracy(f(sst_train, 0), labels(sst_train, 1), f(sst_dev, 0), labels(sst_dev, 1))
+        pair = lambda rows: (lambda u, v: np.hstack([u, v, np.abs(u - v), u * v]))(f(rows, 0), f(rows, 1))  # noqa: E731
+        mrpc = probe_accuracy(pair(mrpc_train), labels(mrpc_train, 2), pair(mrpc_dev), labels(mrpc_dev, 2))
+        results[run.parent.name] = {"sst2": sst, "mrpc": mrpc}
+        print(f"| {run.parent.name} | {100 * sst:.1f} | {100 * mrpc:.1f} |", flush=True)
+    (args.work_dir / "probe.json").write_text(json.dumps(results, indent=1) + "\n")
 
 
 def cmd_spread(args: argparse.Namespace) -> None:
@@ -609,6 +685,8 @@ def main(argv: list[str] | None = None) -> None:
     run.set_defaults(func=cmd_run)
     commands.add_parser("list", help="the steps and which are done").set_defaults(func=cmd_list)
     commands.add_parser("table", help="markdown tables of the recorded results").set_defaults(func=cmd_table)
+    commands.add_parser("probe", help="frozen-feature logistic-regression probes of every pre-trained arm").set_defaults(
+        func=cmd_probe)
     commands.add_parser("spread", help="how much each arm's [CLS] output varies over SST-2 dev sentences").set_defaults(
         func=cmd_spread)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
