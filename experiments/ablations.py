@@ -467,14 +467,13 @@ def cmd_table(args: argparse.Namespace) -> None:
         tasks = [t for t in TASKS if any((arm, t, TASKS[t][0]) in table for arm in arms if arm != "random")]
         columns = [(t, m) for t in tasks for m in TASKS[t]]
         print(f"\n#### {title}\n")
-        print("| arm | pre-training steps | tokens seen | train FLOPs | wall | " +
+        print("| arm | pre-training steps | tokens seen | train FLOPs | " +
               " | ".join(f"{t.upper()} {m}" for t, m in columns) + " |")
-        print("|---|---:|---:|---:|---:|" + "---|" * len(columns))
+        print("|---|---:|---:|---:|" + "---|" * len(columns))
         for arm in arms:
             pt = results.get(f"pt-{arm}", {})
             flops = f"{pt['flops_total'] / 1e12:.1f} T" if pt.get("flops_total") else "-"
-            wall = f"{pt['seconds'] / 60:.1f} min" if pt.get("seconds") else "-"
-            row = [ARM_NAMES[arm], str(pt.get("steps", 0)), f"{pt.get('tokens_seen', 0) / 1e6:.2f} M", flops, wall]
+            row = [ARM_NAMES[arm], str(pt.get("steps", 0)), f"{pt.get('tokens_seen', 0) / 1e6:.2f} M", flops]
             row += [summary(table.get((arm, t, m), [])) for t, m in columns]
             print("| " + " | ".join(row) + " |")
     print("\n#### pre-training (held-out, last evaluation)\n")
