@@ -621,7 +621,7 @@ def read_tsv(path: Path, columns: tuple[str, ...]) -> list[list[str]]:
 
 def cmd_probe(args: argparse.Namespace) -> None:
     """Frozen-feature probes (no fine-tuning): SST-2 (2,000 train subset -> dev) on mean-pooled
-    sentence vectors; MRPC (train -> dev) on [u, v, |u - v|, u * v] of the two sentences."""
+    sentence vectors; with --mrpc also MRPC (train -> dev) on [u, v, |u - v|, u * v]."""
     cut = cut_tasks(args.work_dir, args)
     sst_train = read_tsv(cut["sst2"]["train"], ("sentence", "label"))
     sst_dev = read_tsv(cut["sst2"]["dev"], ("sentence", "label"))
@@ -633,8 +633,10 @@ def cmd_probe(args: argparse.Namespace) -> None:
         f = lambda rows, k: mean_features(run, [r[k] for r in rows])  # noqa: E731
         labels = lambda rows, k: np.array([int(r[k]) for r in rows])  # noqa: E731
         sst = probe_accuracy(f(sst_train, 0), labels(sst_train, 1), f(sst_dev, 0), labels(sst_dev, 1))
-        pair = lambda rows: (lambda u, v: np.hstack([u, v, np.abs(u - v), u * v]))(f(rows, 0), f(rows, 1))  # noqa: E731
-        mrpc = probe_accuracy(pair(mrpc_train), labels(mrpc_train, 2), pair(mrpc_dev), labels(mrpc_dev, 2))
+        mrpc = float("nan")
+        if args.mrpc:
+            pair = lambda rows: (lambda u, v: np.hstack([u, v, np.abs(u - v), u * v]))(f(rows, 0), f(rows, 1))  # noqa: E731
+            mrpc = probe_accuracy(pair(mrpc_train), labels(mrpc_train, 2), pair(mrpc_dev), labels(mrpc_dev, 2))
         results[run.parent.name] = {"sst2": sst, "mrpc": mrpc}
         print(f"| {run.parent.name} | {100 * sst:.1f} | {100 * mrpc:.1f} |", flush=True)
     (args.work_dir / "probe.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -684,8 +686,9 @@ def main(argv: list[str] | None = None) -> None:
     run.set_defaults(func=cmd_run)
     commands.add_parser("list", help="the steps and which are done").set_defaults(func=cmd_list)
     commands.add_parser("table", help="markdown tables of the recorded results").set_defaults(func=cmd_table)
-    commands.add_parser("probe", help="frozen-feature logistic-regression probes of every pre-trained arm").set_defaults(
-        func=cmd_probe)
+    probe = commands.add_parser("probe", help="frozen-feature logistic-regression probes of every pre-trained arm")
+    probe.add_argument("--mrpc", action="store_true", help="MRPC too (4x the sentences of SST-2)")
+    probe.set_defaults(func=cmd_probe)
     commands.add_parser("spread", help="how much each arm's [CLS] output varies over SST-2 dev sentences").set_defaults(
         func=cmd_spread)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
