@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bertkit.cli import main
@@ -37,3 +38,18 @@ def finetune_mrpc(model: Path, out: Path) -> int:
     return main(["finetune", "glue", "--task", "MRPC", "--model", str(model), "--data", str(mrpc),
                  "--train", str(mrpc / "dev.tsv"), "--output-dir", str(out), "--epochs", "1", "--batch-size", "4",
                  "--max-seq-length", "48", "--set", "max_steps=2", "--no-progress", "--set", "tensorboard=false"])
+
+
+def check_finetunes_as_bert(objective: str, data: Path, run: Path, architecture: str, capsys) -> None:
+    """Pre-train with `objective` (its final/ saved as `architecture`), fine-tune MRPC from it:
+    the best model is a BertForSequenceClassification that transformers loads whole."""
+    import transformers
+
+    assert pretrain(objective, data, run / "pre") == 0
+    assert json.loads((run / "pre" / "final" / "config.json").read_text())["architectures"] == [architecture]
+    capsys.readouterr()
+    assert finetune_mrpc(run / "pre" / "final", run / "mrpc") == 0
+    best = Path(capsys.readouterr().out.split(" model: ")[1].split()[0])
+    assert json.loads((best / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
+    _, info = transformers.BertForSequenceClassification.from_pretrained(best, output_loading_info=True)
+    assert not info["missing_keys"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from _successor_data import build_data, finetune_mrpc, pretrain
+from _successor_data import build_data, check_finetunes_as_bert, pretrain
 
 from bertkit.config import BertConfig
 from bertkit.objectives.ltr import BertLMHeadModel, causal_attention_mask, next_token_labels
@@ -91,13 +91,4 @@ def test_pretrain_ltr_end_to_end(nsp_data, tmp_path):
 
 
 def test_checkpoint_finetunes_as_bert(tmp_path_factory, nsp_data, capsys):
-    run = tmp_path_factory.mktemp("finetune")
-    assert pretrain("ltr", nsp_data, run / "pre") == 0
-    assert json.loads((run / "pre" / "final" / "config.json").read_text())["architectures"] == ["BertLMHeadModel"]
-    capsys.readouterr()
-    assert finetune_mrpc(run / "pre" / "final", run / "mrpc") == 0
-    out = capsys.readouterr()
-    best = Path(out.out.split(" model: ")[1].split()[0])
-    assert json.loads((best / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
-    _, info = transformers.BertForSequenceClassification.from_pretrained(best, output_loading_info=True)
-    assert not info["missing_keys"]
+    check_finetunes_as_bert("ltr", nsp_data, tmp_path_factory.mktemp("finetune"), "BertLMHeadModel", capsys)

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from _successor_data import build_data, finetune_mrpc, pretrain
+from _successor_data import build_data, check_finetunes_as_bert, pretrain
 
 from bertkit.config import BertConfig
 from bertkit.data.collate import collate
@@ -141,13 +141,4 @@ def test_spanbert_refuses_paired_data_and_token_masking(data_root, packed, tmp_p
 
 
 def test_checkpoint_finetunes_as_bert(tmp_path_factory, packed, capsys):
-    run = tmp_path_factory.mktemp("finetune")
-    assert pretrain("spanbert", packed, run / "pre") == 0
-    assert json.loads((run / "pre" / "final" / "config.json").read_text())["architectures"] == ["SpanBertForPreTraining"]
-    capsys.readouterr()
-    assert finetune_mrpc(run / "pre" / "final", run / "mrpc") == 0
-    out = capsys.readouterr()
-    best = Path(out.out.split(" model: ")[1].split()[0])
-    assert json.loads((best / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
-    _, info = transformers.BertForSequenceClassification.from_pretrained(best, output_loading_info=True)
-    assert not info["missing_keys"]
+    check_finetunes_as_bert("spanbert", packed, tmp_path_factory.mktemp("finetune"), "SpanBertForPreTraining", capsys)
