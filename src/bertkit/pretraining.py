@@ -118,14 +118,9 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
     from bertkit.training.loop import Trainer
 
     output_dir = Path(config.output_dir)
-    checkpoint = None
-    if resume:
-        checkpoint = ckpt.latest_checkpoint(output_dir)
-        if checkpoint is None:
-            raise BertkitError(f"{output_dir}: no checkpoint to resume from (start without --resume)")
+    checkpoint = ckpt.checkpoint_to_resume(output_dir, resume, overwrite)
+    if checkpoint is not None:
         config = _saved_config(output_dir, resume_overrides or {})
-    elif ckpt.list_checkpoints(output_dir) and not overwrite:
-        raise BertkitError(f"{output_dir}: already holds a run; pass --resume to continue it or --overwrite to start over")
 
     objective_cls = get_objective(config.objective)
     options = objective_cls.run_options(config)  # objective-specific fields (ELECTRA's generator_size, ...)

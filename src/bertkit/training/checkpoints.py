@@ -47,6 +47,19 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+def checkpoint_to_resume(output_dir: Path, resume: bool, overwrite: bool) -> Path | None:
+    """The run's latest checkpoint with `resume` (an error when there is none); else None,
+    and an error when `output_dir` already holds a run and `overwrite` is off."""
+    if resume:
+        checkpoint = latest_checkpoint(output_dir)
+        if checkpoint is None:
+            raise BertkitError(f"{output_dir}: no checkpoint to resume from (start without --resume)")
+        return checkpoint
+    if list_checkpoints(output_dir) and not overwrite:
+        raise BertkitError(f"{output_dir}: already holds a run; pass --resume to continue it or --overwrite to start over")
+    return None
+
+
 def write_directory_atomic(target: Path, fill: Callable[[Path], None]) -> Path:
     """Call `fill(tmp_dir)` to populate a fresh folder, then move it to `target` in one rename.
 
