@@ -21,6 +21,7 @@ class MlmNspObjective(PretrainingObjective):
     data_formats = ("nsp",)
     use_nsp = True
     model_class = BertForPreTraining
+    logits_field = "prediction_logits"  # the model output's (N, V) MLM logits at the masked positions
     progress_keys = ("mlm_accuracy", "nsp_accuracy")
     plot_panels = [
         ("Loss", ["loss", "eval_loss"]),
@@ -37,7 +38,7 @@ class MlmNspObjective(PretrainingObjective):
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         labels = batch["labels"]
         out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
-        stats = mlm_statistics(out.prediction_logits, labels, out.loss)
+        stats = mlm_statistics(getattr(out, self.logits_field), labels, out.loss)
         # out.loss is this micro-batch's mean over its masked positions: times its count over
         # the global count gives its share of the global mean
         loss = out.loss * (stats["mlm_count"] / max(totals["mlm"], 1.0))

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.model.roberta import RobertaConfig, RobertaForMaskedLM
-from bertkit.objectives.base import mlm_statistics
 from bertkit.objectives.mlm_nsp import MlmObjective
 
 
@@ -29,6 +27,7 @@ class RobertaObjective(MlmObjective):
     data_formats = ("packed",)
     config_class = RobertaConfig
     model_class = RobertaForMaskedLM
+    logits_field = "logits"  # RobertaForMaskedLM's MaskedLMOutput
     # RoBERTa's optimiser and model shape; 514 positions = 512 tokens past padding_idx 1
     config_defaults: dict[str, Any] = {
         "adam_beta2": 0.98,
@@ -40,10 +39,3 @@ class RobertaObjective(MlmObjective):
         if not isinstance(config, RobertaConfig):
             config = RobertaConfig.from_dict({**config.to_dict(), "model_type": "roberta"})
         return RobertaForMaskedLM(config)
-
-    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
-        labels = batch["labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
-        stats = mlm_statistics(out.logits, labels, out.loss)
-        # this micro-batch's mean over its masked positions, weighted to its share of the global mean
-        return out.loss * (stats["mlm_count"] / max(totals["mlm"], 1.0)), stats
