@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from _successor_data import build_data
 from safetensors.torch import load_file
 
 from bertkit.cli import main
 from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
 from bertkit.objectives.electra import ElectraPretrainingModel, replace_tokens, sample_tokens
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "austen_small.txt"
 TINY = ["--set", "model.hidden_size=32", "--set", "model.num_hidden_layers=2", "--set", "model.num_attention_heads=2",
         "--set", "model.intermediate_size=64", "--set", "model.max_position_embeddings=64",
         "--set", "model.embedding_size=16"]
@@ -126,14 +126,7 @@ def test_discriminator_labels_match_the_sampled_replacements():
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("electra")
-    tok = root / "tok"
-    assert main(["tokenizer", "train", "--algorithm", "wordpiece", "--vocab-size", "400", "--output", str(tok),
-                 "--no-progress", str(FIXTURE)]) == 0
-    data = root / "data"
-    assert main(["data", "build", "--tokenizer", str(tok), "--max-seq-length", "64", "--output", str(data),
-                 "--eval-fraction", "0.2", str(FIXTURE)]) == 0
-    return data
+    return build_data(tmp_path_factory.mktemp("electra"), "wordpiece", "nsp")
 
 
 def electra_args(data: Path, out: Path, *extra: str) -> list[str]:
