@@ -402,7 +402,11 @@ def cmd_run(args: argparse.Namespace) -> None:
                           file=sys.stderr, flush=True)
                     running[pool.submit(run_step, steps[name], args)] = name
             if not running:
-                break
+                if not (args.wait_for_others and pending):
+                    break
+                time.sleep(15)  # dependencies another runner is doing: pick up its results
+                done |= set(read_results(args.work_dir))
+                continue
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 name = running.pop(future)
@@ -682,6 +686,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("steps", nargs="+", help="step names, ablation letters a b c d, or all")
     run.add_argument("--jobs", type=int, default=1, help="steps run at once")
     run.add_argument("--redo", action="store_true", help="run recorded steps again")
+    run.add_argument("--wait-for-others", action="store_true",
+                     help="wait for dependencies another runner is doing (polls results.jsonl)")
     run.add_argument("--exclude", default="", help="leave out steps whose names start with these (comma-separated)")
     run.set_defaults(func=cmd_run)
     commands.add_parser("list", help="the steps and which are done").set_defaults(func=cmd_list)
