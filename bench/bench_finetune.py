@@ -219,7 +219,7 @@ def _commit() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="sst2,mrpc")
-    parser.add_argument("--sst2-train", type=int, default=6000, help="SST-2 training rows (of 67,349)")
+    parser.add_argument("--sst2-train", type=int, default=4000, help="SST-2 training rows (of 67,349)")
     parser.add_argument("--mrpc-train", type=int, default=None, help="MRPC training rows (default: all 3,668)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=5e-5)
