@@ -88,3 +88,24 @@ def test_query_rows_layout_on_a_hand_made_mask():
     x = torch.arange(8.0).view(2, 4, 1)
     assert rows.select(x).view(-1).tolist() == [0.0, 2.0, 3.0, 5.0]
     assert rows.scatter(rows.select(x), 2, 4).view(2, 4).tolist() == [[0, 0, 2, 3], [0, 5, 0, 0]]
+
+
+@pytest.mark.parametrize("unpad", [False, True])
+def test_sequence_classification_runs_the_last_layer_at_cls_only(unpad):
+    from bertkit.model.task_heads import BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForSequenceClassification(config)
+    model.bert.unpad = unpad
+    ids, mask, _, _ = batch()
+    labels = torch.tensor([0, 1, 1, 0])
+    out = model(ids, None, mask, labels=labels)
+    full = model.bert(ids, None, mask)  # every position through the last layer
+    logits = model.classifier(model.dropout(full.pooler_output))
+    assert torch.allclose(out.logits, logits, atol=1e-6)
+    ours = torch.autograd.grad(out.loss, list(model.parameters()))
+    theirs = torch.autograd.grad(F.cross_entropy(logits, labels), list(model.parameters()))
+    for a, b in zip(ours, theirs):
+        assert torch.allclose(a, b, atol=1e-6)

@@ -24,6 +24,8 @@ Loss rules (transformers'):
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -106,6 +108,17 @@ class BertTaskModel(BertPreTrainedModel):
     def add_backbone(self, config: BertConfig, add_pooling_layer: bool) -> None:
         setattr(self, self.base_model_prefix, self.build_backbone(config, add_pooling_layer))
 
+    def encode_for_first_token(self, input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions):
+        """The backbone's output for a head that reads only the first token ([CLS] / <s>):
+        on backbones that support it the last layer runs at that position alone
+        (bertkit.model.query_rows; 1/L of the encoder less its keys and values), and
+        `last_hidden_state` is zero elsewhere."""
+        if "read_positions" not in inspect.signature(self.backbone.forward).parameters:
+            return self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        first_only = torch.zeros_like(input_ids, dtype=torch.bool)  # the backbone adds position 0
+        return self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+                             read_positions=first_only)
+
 
 class BertForSequenceClassification(BertTaskModel):
     """[CLS] -> pooler -> dropout -> K-way linear layer (K = 1: regression, e.g. STS-B).
@@ -140,7 +153,8 @@ class BertForSequenceClassification(BertTaskModel):
     ) -> SequenceClassifierOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int. labels: (B,) int64 class
         ids, (B,) float targets for regression, or (B, K) float for multi-label."""
-        out = self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.encode_for_first_token(input_ids, token_type_ids, attention_mask, output_hidden_states,
+                                          output_attentions)
         if self.classification_head is None:
             logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
         else:
@@ -265,7 +279,7 @@ class BertForMultipleChoice(BertTaskModel):
         def flat(x: torch.Tensor | None) -> torch.Tensor | None:
             return None if x is None else x.reshape(-1, x.shape[-1])  # (B * C, T)
 
-        out = self.backbone(
+        out = self.encode_for_first_token(
             flat(input_ids), flat(token_type_ids), flat(attention_mask), output_hidden_states, output_attentions
         )
         scores = self.classifier(self.dropout(out.pooler_output))  # (B * C, 1)
