@@ -507,8 +507,8 @@ def cmd_plots(args: argparse.Namespace) -> None:
         for j, arm in enumerate(arms):
             values = [table.get((arm, t, m), []) for t, m in columns]
             means = [np.mean(v) if v else 0.0 for v in values]
-            low = [np.mean(v) - min(v) if v else 0.0 for v in values]
-            high = [max(v) - np.mean(v) if v else 0.0 for v in values]
+            low = [max(0.0, np.mean(v) - min(v)) if v else 0.0 for v in values]  # (equal seeds: rounding below 0)
+            high = [max(0.0, max(v) - np.mean(v)) if v else 0.0 for v in values]
             x = np.arange(len(columns)) + (j - (len(arms) - 1) / 2) * width
             axes.bar(x, means, width, yerr=[low, high], capsize=3, label=ARM_NAMES[arm])
             for xi, v in zip(x, values):
