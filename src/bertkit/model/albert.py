@@ -47,8 +47,7 @@ from bertkit.model.dropout import Dropout
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import TiedDecoderHead
 from bertkit.model.layers import ACTIVATIONS
-from bertkit.model.outputs import BertModelOutput, ModelOutput
-from bertkit.model.roberta import MaskedLMOutput  # (loss, logits, masked_positions, ...): one definition
+from bertkit.model.outputs import BertModelOutput, MaskedLMOutput, ModelOutput
 from bertkit.model.task_heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,

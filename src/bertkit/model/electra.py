@@ -29,8 +29,7 @@ from bertkit.model.bert import BertPreTrainedModel, broadcast_attention_mask, la
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
-from bertkit.model.outputs import BertModelOutput, ModelOutput
-from bertkit.model.roberta import MaskedLMOutput  # (loss, logits, masked_positions, ...): one definition
+from bertkit.model.outputs import BertModelOutput, MaskedLMOutput, ModelOutput
 from bertkit.model.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,

@@ -92,3 +92,15 @@ class MultipleChoiceModelOutput(ModelOutput):
     logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput(ModelOutput):
+    """loss: mean CE over the labelled positions; logits: (B, T, V) without `labels`, else
+    (N, V) at the N positions with label != -100 (row-major, see `masked_positions` (N, 2))."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    masked_positions: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None

@@ -25,7 +25,7 @@ from bertkit.config import BertConfig
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import TiedDecoderHead
-from bertkit.model.outputs import ModelOutput
+from bertkit.model.outputs import MaskedLMOutput
 from bertkit.model.task_heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
@@ -121,18 +121,6 @@ class RobertaLMHead(TiedDecoderHead):
     def transform(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., H)."""
         return self.layer_norm(F.gelu(self.dense(hidden_states)))
-
-
-@dataclass
-class MaskedLMOutput(ModelOutput):
-    """loss: mean CE over the labelled positions; logits: (B, T, V) without `labels`, else
-    (N, V) at the N positions with label != -100 (row-major, see `masked_positions` (N, 2))."""
-
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    masked_positions: torch.Tensor | None = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
-    attentions: tuple[torch.Tensor, ...] | None = None
 
 
 class RobertaForMaskedLM(RobertaPreTrainedModel):
