@@ -203,3 +203,12 @@ def test_bf16_autocast_trains_on_cpu_and_fp16_needs_a_gpu(tmp_path):
 def test_lamb_optimizer_trains(tmp_path):
     _, result = train(tmp_path, optimizer="lamb", lr=0.02, max_steps=40)
     assert result.records[-1]["loss"] < 0.5 * result.records[0]["loss"]
+
+
+def test_plot_file_names_come_from_panel_titles_safely():
+    from bertkit.training.reporting import plot_file_stem
+
+    assert plot_file_stem("MLM accuracy") == "mlm_accuracy"
+    assert plot_file_stem("Replaced tokens: precision / recall") == "replaced_tokens_precision_recall"
+    assert plot_file_stem("Next-token accuracy") == "next_token_accuracy"
+    assert plot_file_stem("/") == "plot"

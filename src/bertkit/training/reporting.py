@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import math
 from pathlib import Path
@@ -82,8 +84,14 @@ def plot_curves(records: list[dict[str, Any]], output_dir: Path, panels: list[tu
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        written.append(save_png(fig, output_dir / f"{title.lower().replace(' ', '_')}.png"))
+        written.append(save_png(fig, output_dir / f"{plot_file_stem(title)}.png"))
     return written
+
+
+def plot_file_stem(title: str) -> str:
+    """A panel title as a file name: lower case, runs of anything but letters and digits
+    as one underscore ("Replaced tokens: precision / recall" -> replaced_tokens_precision_recall)."""
+    return re.sub(r"[^0-9a-z]+", "_", title.lower()).strip("_") or "plot"
 
 
 def write_report(output_dir: Path, title: str, sections: list[tuple[str, Any]], plots: list[Path]) -> Path:
