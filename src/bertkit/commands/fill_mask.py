@@ -1,4 +1,4 @@
-"""`bertkit fill-mask`: top-k predictions for [MASK] tokens."""
+"""`bertkit fill-mask`: top-k predictions for mask tokens ([MASK]; <mask> for RoBERTa)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from bertkit.errors import BertkitError
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("fill-mask", help="predict [MASK] tokens with a checkpoint that has an MLM head")
-    p.add_argument("text", metavar="TEXT", help='text containing [MASK], e.g. "Paris is a beautiful [MASK]."')
-    p.add_argument("--model", required=True, help="checkpoint directory with an MLM head")
+    p.add_argument("text", metavar="TEXT",
+                   help='text containing the mask token, e.g. "Paris is a beautiful [MASK]." (RoBERTa: <mask>)')
+    p.add_argument("--model", required=True,
+                   help="checkpoint directory with an MLM head (BERT, RoBERTa, ALBERT, or an ELECTRA generator)")
     p.add_argument("--top-k", type=int, default=5)
     p.set_defaults(func=run)
 
@@ -25,5 +27,5 @@ def run(args: argparse.Namespace) -> int:
         if len(results) > 1:
             print(f"mask {index}:")
         for rank, p in enumerate(predictions, start=1):
-            print(f"{rank:>3}. {p['token']:<16} {p['score']:.4f}  {p['sequence']}")
+            print(f"{rank:>3}. {p['token_str']:<16} {p['score']:.4f}  {p['sequence']}")
     return 0

@@ -1,9 +1,9 @@
 """Model families (BERT, RoBERTa, ELECTRA, ALBERT): one registry entry each.
 
-The task layer (fine-tuning, evaluation, `predict`) never names a model class: it reads
-config.json's `model_type` and asks this registry for the family's config class, its
-bare encoder and the head class of a task family. Adding a family = its model module
-plus one `MODEL_FAMILIES` line.
+The task layer (fine-tuning, evaluation, `predict`, `fill-mask`) never names a model
+class: it reads config.json's `model_type` and asks this registry for the family's
+config class, its bare encoder, the head class of a task family and its masked-LM model.
+Adding a family = its model module plus one `MODEL_FAMILIES` line.
 
 Contract of an entry's classes (Hugging Face semantics throughout):
 - `config`: a `BertConfig` subclass whose `model_type` default is the family's key, with
@@ -13,7 +13,13 @@ Contract of an entry's classes (Hugging Face semantics throughout):
   `loading_info["missing_keys"]` lists what the checkpoint lacked);
 - `tasks`: task family ("classification", "tagging", "multiple_choice", "qa") -> head
   class, which holds the encoder as attribute `backbone_attribute` (HF's `bert`,
-  `roberta`, `electra`, `albert`) and takes `config` in its constructor.
+  `roberta`, `electra`, `albert`) and takes `config` in its constructor;
+- `mlm` (a `MaskedLM`, None when the family has none): `model` loads every checkpoint of
+  the family that carries the vocabulary head (its `from_pretrained` lists absent head
+  weights in `loading_info["missing_keys"]`, under `head_prefixes`), and its
+  `forward(input_ids, token_type_ids, attention_mask)` without labels returns (B, T, V)
+  vocabulary logits as `logits` (`prediction_logits` for BERT's pre-training model);
+  `checkpoints` says, for error messages, which checkpoints have the head.
 Class references are "module:Class" strings, imported on first use (the CLI stays fast).
 """
 
@@ -29,12 +35,26 @@ DEFAULT_MODEL_TYPE = "bert"  # config.json files without `model_type` (old BERT 
 
 
 @dataclass(frozen=True)
+class MaskedLM:
+    """A family's masked-LM model (fill-mask): class, its vocabulary head's state-dict key
+    prefixes, and the checkpoints that carry that head (for error messages)."""
+
+    model: str
+    head_prefixes: tuple[str, ...]
+    checkpoints: str
+
+    def model_class(self):
+        return _resolve(self.model)
+
+
+@dataclass(frozen=True)
 class ModelFamily:
     model_type: str
     config: str
     backbone: str
     backbone_attribute: str
     tasks: dict[str, str] = field(default_factory=dict)
+    mlm: MaskedLM | None = None
 
     def config_class(self):
         return _resolve(self.config)
@@ -48,6 +68,11 @@ class ModelFamily:
                                f"(available: {', '.join(self.tasks) or 'none'})")
         return _resolve(self.tasks[task_family])
 
+    def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
+        if self.mlm is None:
+            raise BertkitError(f"{source}: {self.model_type} models have no masked-LM head in bertkit")
+        return self.mlm
+
 
 _BERT_HEADS = "bertkit.model.task_heads"
 
@@ -57,26 +82,30 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "tagging": f"{_BERT_HEADS}:BertForTokenClassification",
         "multiple_choice": f"{_BERT_HEADS}:BertForMultipleChoice",
         "qa": f"{_BERT_HEADS}:BertForQuestionAnswering",
-    }),
+    }, mlm=MaskedLM("bertkit.model.bert:BertForPreTraining", ("cls.predictions.",),
+                    "a BertForPreTraining or BertForMaskedLM checkpoint")),
     "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
         "classification": "bertkit.model.albert:AlbertForSequenceClassification",
         "tagging": "bertkit.model.albert:AlbertForTokenClassification",
         "multiple_choice": "bertkit.model.albert:AlbertForMultipleChoice",
         "qa": "bertkit.model.albert:AlbertForQuestionAnswering",
-    }),
+    }, mlm=MaskedLM("bertkit.model.albert:AlbertForMaskedLM", ("predictions.",),
+                    "an AlbertForPreTraining or AlbertForMaskedLM checkpoint")),
     "roberta": ModelFamily("roberta", "bertkit.model.roberta:RobertaConfig", "bertkit.model.roberta:RobertaModel",
                            "roberta", {
         "classification": "bertkit.model.roberta:RobertaForSequenceClassification",
         "tagging": "bertkit.model.roberta:RobertaForTokenClassification",
         "multiple_choice": "bertkit.model.roberta:RobertaForMultipleChoice",
         "qa": "bertkit.model.roberta:RobertaForQuestionAnswering",
-    }),
+    }, mlm=MaskedLM("bertkit.model.roberta:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint")),
     "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
                            "electra", {
         "classification": "bertkit.model.electra:ElectraForSequenceClassification",
         "tagging": "bertkit.model.electra:ElectraForTokenClassification",
         "qa": "bertkit.model.electra:ElectraForQuestionAnswering",
-    }),
+    }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
+                    "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
+                    "MLM head")),
 }
 
 
