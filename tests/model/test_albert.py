@@ -51,17 +51,18 @@ def test_transformers_checkpoint_loads_with_equal_outputs(tmp_path, groups, inne
     with torch.no_grad():
         theirs = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
         mine = ours(ids, types, mask, output_hidden_states=True)
-    close(mine.prediction_logits, theirs.prediction_logits)
+    real = mask.bool()  # padding positions are zeros on bertkit's unpadded path
+    close(mine.prediction_logits[real], theirs.prediction_logits[real])
     close(mine.sop_logits, theirs.sop_logits)
     assert len(mine.hidden_states) == len(theirs.hidden_states)
     for a, b in zip(mine.hidden_states, theirs.hidden_states, strict=True):
-        close(a, b)
+        close(a[real], b[real])
     # the bare encoder from the same checkpoint (prefix stripped), pooler included
     bare = AlbertModel.from_pretrained(tmp_path)
     with torch.no_grad():
         out = bare(ids, types, mask)
         hf = ref.albert(input_ids=ids, token_type_ids=types, attention_mask=mask)
-    close(out.last_hidden_state, hf.last_hidden_state)
+    close(out.last_hidden_state[real], hf.last_hidden_state[real])
     close(out.pooler_output, hf.pooler_output)
 
 
@@ -83,7 +84,8 @@ def test_bertkit_checkpoint_loads_in_transformers(tmp_path, share):
         ref = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, sentence_order_label=order)
         full = ours(ids, types, mask)
         sparse = ours(ids, types, mask, labels=labels, sentence_order_label=order)
-    close(full.prediction_logits, ref.prediction_logits)
+    real = mask.bool()  # padding positions are zeros on bertkit's unpadded path
+    close(full.prediction_logits[real], ref.prediction_logits[real])
     close(full.sop_logits, ref.sop_logits)
     close(sparse.loss, ref.loss)  # MLM (sparse logits, fused loss) + SOP
     rows, cols = sparse.masked_positions.unbind(1)
@@ -114,15 +116,17 @@ def test_task_heads_match_transformers_both_ways(tmp_path, name):
     ids, types, mask = batch(3)
     if name == "AlbertForMultipleChoice":  # (B, C, T): two choices per example
         ids, types, mask = (torch.stack([x, x.flip(0)], dim=1) for x in (ids, types, mask))
-    real = mask.bool() if name == "AlbertForQuestionAnswering" else torch.ones((), dtype=torch.bool)
+    per_token = name in ("AlbertForQuestionAnswering", "AlbertForTokenClassification")
+    real = mask.bool() if per_token else slice(None)
     ours.save_pretrained(tmp_path / "ours")
     back = hf_cls.from_pretrained(tmp_path / "ours").eval()
     with torch.no_grad():
         mine = ours(ids, types, mask)
         for model in (ref, back):
             theirs = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-            for field in fields:  # QA: bertkit gives padding the lowest score, compare the real tokens
-                close(mine[field][real.expand_as(mine[field])], theirs[field][real.expand_as(theirs[field])])
+            for field in fields:  # per token: compare the real tokens (QA gives padding the lowest score,
+                # and padding states are zeros on bertkit's unpadded path)
+                close(mine[field][real], theirs[field][real])
 
 
 def test_masked_lm_matches_transformers_both_ways(tmp_path):
@@ -141,7 +145,8 @@ def test_masked_lm_matches_transformers_both_ways(tmp_path):
         full, sparse = ours(ids, types, mask), ours(ids, types, mask, labels=labels)
         for model in (ref, back):
             theirs = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
-            close(full.logits, theirs.logits)
+            real = mask.bool()  # padding positions are zeros on bertkit's unpadded path
+            close(full.logits[real], theirs.logits[real])
             close(sparse.loss, theirs.loss)
             close(sparse.logits, theirs.logits[labels != -100])
 

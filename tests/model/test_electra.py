@@ -57,8 +57,8 @@ def test_transformers_checkpoint_loads_here(tmp_path, ours_cls, hf_name, embeddi
     assert (ours.electra.embeddings_project is None) == (embedding_size == 32)
     ids, types, mask = _inputs()
     labels = (torch.rand(B, T, generator=torch.Generator().manual_seed(5)) < 0.3).long()
-    if ours_cls is ElectraForMaskedLM:
-        labels = torch.where(labels.bool(), ids, torch.full_like(ids, -100))
+    if ours_cls is ElectraForMaskedLM:  # real tokens only (padding states are zeros on bertkit's unpadded path)
+        labels = torch.where(labels.bool() & mask.bool(), ids, torch.full_like(ids, -100))
     with torch.no_grad():
         a = ours(ids, types, mask, labels=labels, output_hidden_states=True)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, output_hidden_states=True)

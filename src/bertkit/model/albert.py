@@ -21,6 +21,10 @@ Sharing modes (`AlbertConfig.share_layers`, the CLI's `--share-layers`):
   function (fine-tuning there unties it); bertkit re-ties on load and refuses a
   checkpoint whose copies differ.
 
+Padded batches run BERT's unpadded path (bertkit.model.unpad; `AlbertModel.unpad` and
+`set_unpad`, as `BertModel`): the embeddings, their projection and every layer's row-wise
+work see only the real tokens, and padding positions of the outputs are zeros.
+
 Two deliberate differences from transformers' AlbertLayer: the FFN output gets dropout
 before its residual (as in the original ALBERT and in BERT; transformers defines it but
 does not apply it), which matters only when training with hidden_dropout_prob > 0
@@ -54,6 +58,7 @@ from bertkit.model.task_heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
+from bertkit.model.unpad import Unpadding, UnpadSwitch
 
 SHARING_MODES = ("all", "none", "attention", "ffn")
 PARTIAL_SHARING = ("attention", "ffn")  # not expressible by HF's groups: kept in config.json
@@ -164,10 +169,12 @@ class AlbertAttention(BertSelfAttention):
         self.output_dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False,
+        unpadding: Unpadding | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(B, T, H), mask (B, 1, 1, T) bool -> (B, T, H), probs (B, heads, T, T) or None."""
-        context, probs = super().forward(hidden_states, attention_mask, output_attentions)
+        """(B, T, H), mask (B, 1, 1, T) bool -> (B, T, H), probs (B, heads, T, T) or None.
+        With `unpadding`, hidden_states and the result are packed (N, H) rows."""
+        context, probs = super().forward(hidden_states, attention_mask, output_attentions, unpadding)
         return self.LayerNorm(hidden_states + self.output_dropout(self.dense(context))), probs
 
 
@@ -184,9 +191,11 @@ class AlbertLayer(nn.Module):
         self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, output_attentions: bool = False,
+        unpadding: Unpadding | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions)
+        """(B, T, H) -> (B, T, H), probs or None; packed (N, H) rows with `unpadding`."""
+        attention_output, probs = self.attention(hidden_states, attention_mask, output_attentions, unpadding)
         ffn_output = self.ffn_output(self.activation(self.ffn(attention_output)))  # (B, T, H)
         return self.full_layer_layer_norm(attention_output + self.dropout(ffn_output)), probs
 
@@ -223,15 +232,18 @@ class AlbertTransformer(nn.Module):
         attention_mask: torch.Tensor | None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        unpadding: Unpadding | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
         """(B, T, E) embeddings -> last (B, T, H), hidden states (projected embeddings, then
-        every layer application), attention probabilities of every layer application."""
-        hidden_states = self.embedding_hidden_mapping_in(hidden_states)  # (B, T, H)
+        every layer application), attention probabilities of every layer application.
+        With `unpadding`, the embeddings and every returned hidden state are packed rows
+        ((N, E) in, (N, H) out; bertkit.model.unpad)."""
+        hidden_states = self.embedding_hidden_mapping_in(hidden_states)  # (B, T, H) / (N, H)
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         for index in range(self.num_hidden_layers):
             for layer in self.albert_layer_groups[self.group_of_layer(index)].albert_layers:
-                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
+                hidden_states, probs = layer(hidden_states, attention_mask, output_attentions, unpadding)
                 if all_hidden is not None:
                     all_hidden.append(hidden_states)
                 if all_attentions is not None:
@@ -344,14 +356,20 @@ class AlbertForPreTrainingOutput(ModelOutput):
         return self.sop_logits
 
 
-class AlbertModel(AlbertPreTrainedModel):
-    """Factorized embeddings -> shared-parameter encoder -> tanh pooler on [CLS]."""
+class AlbertModel(UnpadSwitch, AlbertPreTrainedModel):
+    """Factorized embeddings -> shared-parameter encoder -> tanh pooler on [CLS].
+
+    Padded batches run the unpadded path (bertkit.model.unpad), chosen as BertModel's:
+    `unpad` (attribute, or `set_unpad(model, ...)`) None = automatic, True / False =
+    always / never; `forward(..., unpad=...)` overrides it for one call.
+    """
 
     def __init__(self, config: AlbertConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertTransformer(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
+        self.unpad: bool | None = None
         self.init_weights()
 
     def forward(
@@ -361,12 +379,21 @@ class AlbertModel(AlbertPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        unpad: bool | None = None,
     ) -> BertModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
-        last_hidden_state (B, T, H); pooler_output (B, H); hidden_states L+1 x (B, T, H)."""
-        embedded = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
-        last, all_hidden, attentions = self.encoder(embedded, broadcast_attention_mask(attention_mask),
-                                                    output_hidden_states, output_attentions)
+        last_hidden_state (B, T, H); pooler_output (B, H); hidden_states L+1 x (B, T, H).
+        On the unpadded path (never with output_attentions) `last_hidden_state` and
+        `hidden_states` are zero at padding; real positions and the pooler as padded."""
+        unpadding = self.unpadding_for(attention_mask, unpad, output_attentions)
+        embedded = self.embeddings(input_ids, token_type_ids, unpadding=unpadding)  # (B, T, E), or packed (N, E)
+        if unpadding is None:
+            last, all_hidden, attentions = self.encoder(embedded, broadcast_attention_mask(attention_mask),
+                                                        output_hidden_states, output_attentions)
+        else:
+            last, all_hidden, attentions = self.encoder(embedded, unpadding.key_mask, output_hidden_states, False,
+                                                        unpadding=unpadding)
+            last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
         pooled = torch.tanh(self.pooler(last[:, 0])) if self.pooler is not None else None
         return BertModelOutput(last, pooled, all_hidden, attentions)
 

@@ -19,7 +19,7 @@ from bertkit.model.heads import BertPooler, BertPreTrainingHeads
 from bertkit.model.layers import BertEncoder
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
 from bertkit.model.query_rows import QueryRows
-from bertkit.model.unpad import Unpadding, accepts_unpadding, plan_unpadding
+from bertkit.model.unpad import Unpadding, UnpadSwitch, accepts_unpadding
 
 IGNORE_INDEX = -100
 
@@ -140,7 +140,7 @@ class BertPreTrainedModel(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-class BertModel(BertPreTrainedModel):
+class BertModel(UnpadSwitch, BertPreTrainedModel):
     """Embeddings -> encoder -> pooler. The backbone every objective and task wraps.
 
     A batch with enough padding runs the unpadded path (bertkit.model.unpad): the dense
@@ -186,10 +186,9 @@ class BertModel(BertPreTrainedModel):
         if read_positions is not None:
             read_positions = read_positions.clone()
             read_positions[:, 0] = True  # [CLS]: the pooler's input
-        if not output_attentions and accepts_unpadding(self.encoder):
-            unpadding = plan_unpadding(attention_mask, getattr(self, "unpad", None) if unpad is None else unpad)
-            if unpadding is not None:
-                return self._forward_unpadded(input_ids, token_type_ids, unpadding, output_hidden_states, read_positions)
+        unpadding = self.unpadding_for(attention_mask, unpad, output_attentions)
+        if unpadding is not None:
+            return self._forward_unpadded(input_ids, token_type_ids, unpadding, output_hidden_states, read_positions)
         mask = broadcast_attention_mask(attention_mask)
         hidden = self.embeddings(input_ids, token_type_ids)
         if read_positions is not None:
@@ -223,20 +222,18 @@ class BertModel(BertPreTrainedModel):
             pooled = self.pooler(last) if self.pooler is not None else None
             return BertModelOutput(last, pooled, None, None)
         last, all_hidden, _ = self.encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
-        last = unpadding.pad(last)  # (B, T, H), zeros at padding
-        if all_hidden is not None:  # the last entry is `last` itself
-            all_hidden = tuple(unpadding.pad(h) for h in all_hidden[:-1]) + (last,)
+        last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
         pooled = self.pooler(last) if self.pooler is not None else None  # reads the [CLS] rows only
         return BertModelOutput(last, pooled, all_hidden, None)
 
 
 def set_unpad(model: nn.Module, unpad: bool | None) -> nn.Module:
-    """Choose the encoder path of every `BertModel` inside `model` (a task model, a
-    pre-training model or a bare backbone): None = automatic by the batch's padding
-    (the default), True = unpadded whenever a (B, T) attention mask is given, False =
-    always padded. Returns `model`."""
+    """Choose the encoder path of every backbone inside `model` (a task model, a
+    pre-training model or a bare backbone; BERT, RoBERTa, ELECTRA and ALBERT: every
+    `UnpadSwitch`): None = automatic by the batch's padding (the default), True = unpadded
+    whenever a (B, T) attention mask is given, False = always padded. Returns `model`."""
     for module in model.modules():
-        if isinstance(module, BertModel):
+        if isinstance(module, UnpadSwitch):
             module.unpad = unpad
     return model
 

@@ -10,7 +10,8 @@ replaced-token logit per position), `ElectraForMaskedLM` (the generator:
 heads (`classifier.dense/out_proj` for sequence classification, ...).
 
 The encoder is bertkit's `BertEncoder` (the same layers and state-dict keys as HF's
-ElectraEncoder); only the embeddings' width and the heads differ from BERT.
+ElectraEncoder); only the embeddings' width and the heads differ from BERT. It runs
+BERT's unpadded path (bertkit.model.unpad) on padded batches, as `BertModel`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bertkit.model.task_heads import (
     BertForTokenClassification,
     FirstTokenClassificationHead,
 )
+from bertkit.model.unpad import UnpadSwitch
 
 SUMMARY_TYPES = ("first", "last", "mean")
 
@@ -143,8 +145,13 @@ class ElectraPreTrainedModel(BertPreTrainedModel):
         return self.electra
 
 
-class ElectraModel(ElectraPreTrainedModel):
-    """Embeddings (width E) -> `embeddings_project` (E -> H, when E != H) -> encoder. No pooler."""
+class ElectraModel(UnpadSwitch, ElectraPreTrainedModel):
+    """Embeddings (width E) -> `embeddings_project` (E -> H, when E != H) -> encoder. No pooler.
+
+    Padded batches run BertModel's unpadded path (bertkit.model.unpad), chosen the same way:
+    `unpad` (attribute, or `set_unpad(model, ...)`) None = automatic, True / False = always /
+    never; `forward(..., unpad=...)` overrides it for one call.
+    """
 
     backbone_prefix = ""
 
@@ -156,6 +163,7 @@ class ElectraModel(ElectraPreTrainedModel):
         else:
             self.embeddings_project = None
         self.encoder = BertEncoder(config)
+        self.unpad: bool | None = None
         self.init_weights()
 
     def forward(
@@ -165,17 +173,25 @@ class ElectraModel(ElectraPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        unpad: bool | None = None,
     ) -> BertModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int (mask 1 = real token).
 
         Returns last_hidden_state (B, T, H), pooler_output None, and on request the hidden
-        states (the projected embeddings first) and attention probabilities."""
-        hidden = self.embeddings(input_ids, token_type_ids)  # (B, T, E)
+        states (the projected embeddings first) and attention probabilities. On the unpadded
+        path (never with output_attentions) `last_hidden_state` and `hidden_states` are zero
+        at padding positions, the real positions those of the padded path."""
+        unpadding = self.unpadding_for(attention_mask, unpad, output_attentions)
+        hidden = self.embeddings(input_ids, token_type_ids, unpadding=unpadding)  # (B, T, E), or packed (N, E)
         if self.embeddings_project is not None:
-            hidden = self.embeddings_project(hidden)  # (B, T, H)
-        last, all_hidden, attentions = self.encoder(hidden, broadcast_attention_mask(attention_mask),
-                                                    output_hidden_states, output_attentions)
-        return BertModelOutput(last, None, all_hidden, attentions)
+            hidden = self.embeddings_project(hidden)  # (B, T, H) / (N, H)
+        if unpadding is None:
+            last, all_hidden, attentions = self.encoder(hidden, broadcast_attention_mask(attention_mask),
+                                                        output_hidden_states, output_attentions)
+            return BertModelOutput(last, None, all_hidden, attentions)
+        last, all_hidden, _ = self.encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
+        last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
+        return BertModelOutput(last, None, all_hidden, None)
 
 
 @dataclass

@@ -8,7 +8,8 @@ rows only, and goes back to (B, heads, T, d_head) only where attention needs the
 sequence layout: Q, K and V are scattered into zero-filled padded tensors for
 `F.scaled_dot_product_attention` (padding keys masked out as before), and the context
 is gathered back into rows (the "remove padding" scheme of FasterTransformer and
-MosaicBERT). `BertModel` pads its outputs back to (B, T, H), with zeros at padding.
+MosaicBERT). The backbones (`BertModel` and RoBERTa's, `ElectraModel`, `AlbertModel`:
+each an `UnpadSwitch`) pad their outputs back to (B, T, H), with zeros at padding.
 
 `plan_unpadding` decides per batch: the unpadded path pays a scatter of Q/K/V and a
 gather of the context per layer, and wins once enough of the batch is padding
@@ -81,6 +82,17 @@ class Unpadding:
         rows = x.transpose(1, 2).reshape(batch * seq_len, heads * head_dim)  # (B * T, H)
         return rows.index_select(0, self.indices)  # (N, H); 2.5x faster than indexing the strided view
 
+    def pad_encoder_outputs(
+        self, last: torch.Tensor, hidden_states: tuple[torch.Tensor, ...] | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """An encoder's packed outputs back to the batch: last (N, H) -> (B, T, H) and each
+        hidden state (N, H) -> (B, T, H), zeros at padding; the last hidden state (the
+        encoder's `last` itself) is the padded `last`."""
+        last = self.pad(last)
+        if hidden_states is not None:
+            hidden_states = tuple(self.pad(h) for h in hidden_states[:-1]) + (last,)
+        return last, hidden_states
+
 
 def plan_unpadding(attention_mask: torch.Tensor | None, unpad: bool | None) -> Unpadding | None:
     """The unpadding of a batch, or None for the padded path.
@@ -108,3 +120,22 @@ def accepts_unpadding(module: torch.nn.Module) -> bool:
     """Whether `module.forward` takes an `unpadding` argument (subclasses that override
     forward without it, e.g. another model family's embeddings, run padded)."""
     return _accepts_unpadding(type(module).forward)
+
+
+class UnpadSwitch:
+    """Mixin of a backbone with the unpadded path (it has `embeddings` and an `encoder` that
+    take `unpadding`): the switch `unpad` -- None = automatic by the batch's padding, True /
+    False = always / never; set on every backbone of a model by `bertkit.model.bert.set_unpad`
+    -- and the choice for one call (`unpadding_for`)."""
+
+    unpad: bool | None = None
+
+    def unpadding_for(
+        self, attention_mask: torch.Tensor | None, unpad: bool | None, output_attentions: bool = False
+    ) -> Unpadding | None:
+        """This call's unpadding, or None for the padded path. `unpad` (the call's argument)
+        overrides the attribute when not None. Never with output_attentions (the padded path
+        computes the probabilities) nor for an encoder without the packed path."""
+        if output_attentions or not accepts_unpadding(self.encoder):
+            return None
+        return plan_unpadding(attention_mask, self.unpad if unpad is None else unpad)
