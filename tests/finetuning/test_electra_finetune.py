@@ -1,7 +1,7 @@
 """An ELECTRA pre-training folder (discriminator + generator/) fine-tunes through
-`bertkit finetune classify` and `glue`: the discriminator's encoder is loaded, the HF
-classification head (classifier.dense/out_proj) starts fresh, best/ loads in transformers'
-ElectraForSequenceClassification with equal logits, and predict/evaluate read it."""
+`bertkit finetune classify`, `ner` and `multiple-choice`: the discriminator's encoder is
+loaded, the HF head (e.g. classifier.dense/out_proj) starts fresh, best/ loads in
+transformers' class of the same name with equal logits, and predict/evaluate read it."""
 
 from __future__ import annotations
 
@@ -84,11 +84,21 @@ def test_electra_discriminator_finetunes_on_ner(electra_dir, fixtures, tmp_path,
     assert_hf_logits_equal(best, transformers.ElectraForTokenClassification, dict(inputs))
 
 
-def test_electra_multiple_choice_is_a_one_line_error(electra_dir, fixtures, tmp_path, capsys):
-    """A task family without an ELECTRA head fails before training, naming the model."""
+def test_electra_discriminator_finetunes_on_multiple_choice(electra_dir, fixtures, tmp_path, capsys):
+    """HF's ElectraForMultipleChoice head (sequence_summary.summary, classifier) starts fresh on
+    the discriminator's encoder; best/ loads in transformers with equal logits; evaluate reads it."""
     data = fixtures / "commonsenseqa" / "dev.jsonl"
-    code = main(["finetune", "multiple-choice", "--train", str(data), "--model", str(electra_dir),
-                 "--output-dir", str(tmp_path / "mc"), "--epochs", "1", *STEPS])
-    err = capsys.readouterr().err.strip()
-    assert code == 1 and len(err.splitlines()) == 1 and "electra models have no multiple_choice head" in err, err
-    assert not (tmp_path / "mc").exists() or not any((tmp_path / "mc").iterdir())
+    assert main(["finetune", "multiple-choice", "--train", str(data), "--dev", str(data), "--model", str(electra_dir),
+                 "--output-dir", str(tmp_path / "mc"), "--epochs", "1", *STEPS]) == 0
+    out = capsys.readouterr()
+    assert ("initialised fresh: classifier.bias, classifier.weight, sequence_summary.summary.bias, "
+            "sequence_summary.summary.weight") in out.err
+    best = Path(out.out.split(" model: ")[1].split()[0])
+    assert json.loads((best / "config.json").read_text())["architectures"] == ["ElectraForMultipleChoice"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(best)
+    enc = tokenizer(["Where is money kept?"] * 3, ["bank", "the public library", "mall"], padding=True,
+                    return_tensors="pt")
+    assert_hf_logits_equal(best, transformers.ElectraForMultipleChoice, {k: v[None] for k, v in enc.items()})
+    assert main(["evaluate", "multiple-choice", "--model", str(best), "--data", str(data), "--no-progress"]) == 0
+    (result,) = stdout_jsonl(capsys.readouterr().out)
+    assert result["examples"] == 10 and 0.0 <= result["accuracy"] <= 1.0

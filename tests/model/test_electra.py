@@ -11,6 +11,7 @@ from bertkit.errors import ConfigError
 from bertkit.model.electra import (
     ElectraConfig,
     ElectraForMaskedLM,
+    ElectraForMultipleChoice,
     ElectraForPreTraining,
     ElectraForSequenceClassification,
     ElectraModel,
@@ -188,3 +189,66 @@ def test_token_and_qa_heads_match_transformers_both_ways(tmp_path, name):
     with torch.no_grad():
         again = back.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask, **targets)
     _close(again.loss, b.loss)
+
+
+def _choices(seed: int):
+    """(B, 2, T) inputs: each row and another row as its two choices (padding in both)."""
+    return tuple(torch.stack([x, x.roll(1, 0)], dim=1) for x in _inputs(seed))
+
+
+@pytest.mark.parametrize("summary", [
+    {},  # HF's defaults: first token -> summary (H -> H) -> exact GELU -> dropout
+    {"summary_type": "mean", "summary_activation": "tanh"},  # the mean includes padding, as transformers'
+    {"summary_type": "last", "summary_activation": "relu", "summary_use_proj": False},
+])
+def test_multiple_choice_matches_transformers_both_ways(tmp_path, summary):
+    config = _config(**summary)
+    torch.manual_seed(7)
+    ref = transformers.ElectraForMultipleChoice(_hf(config)).eval()
+    ref.save_pretrained(tmp_path / "hf")
+    ours, info = ElectraForMultipleChoice.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert info == {"missing_keys": [], "unexpected_keys": []}
+    assert set(ours.state_dict()) == set(ref.state_dict())
+    head = {k for k in ours.state_dict() if not k.startswith("electra.")}
+    projected = summary.get("summary_use_proj", True)
+    assert head == {"classifier.weight", "classifier.bias"} | (
+        {"sequence_summary.summary.weight", "sequence_summary.summary.bias"} if projected else set())
+    ids, types, mask = _choices(4)
+    labels = torch.tensor([0, 1, 1])
+    with torch.no_grad():
+        a = ours(ids, types, mask, labels=labels)
+        b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
+    assert a.logits.shape == (B, 2)
+    _close(a.logits, b.logits)
+    _close(a.loss, b.loss)
+
+    torch.manual_seed(8)
+    mine = ElectraForMultipleChoice(config).eval()
+    with torch.no_grad():  # non-zero biases, so the test sees them
+        for name, param in mine.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.1)
+    mine.save_pretrained(tmp_path / "ours")
+    back, info = transformers.ElectraForMultipleChoice.from_pretrained(tmp_path / "ours", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    ids, types, mask = _choices(5)
+    with torch.no_grad():
+        a = mine(ids, types, mask, labels=labels)
+        b = back.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
+    _close(a.logits, b.logits)
+    _close(a.loss, b.loss)
+
+
+def test_multiple_choice_from_a_discriminator_checkpoint_and_the_registry(tmp_path):
+    from bertkit.model.families import load_config, task_model_class
+
+    torch.manual_seed(9)
+    ElectraForPreTraining(_config()).save_pretrained(tmp_path)
+    assert task_model_class(load_config(tmp_path), "multiple_choice") is ElectraForMultipleChoice
+    model = ElectraForMultipleChoice.from_pretrained(tmp_path)
+    assert sorted(model.loading_info["missing_keys"]) == [
+        "classifier.bias", "classifier.weight", "sequence_summary.summary.bias", "sequence_summary.summary.weight"]
+    ids, types, mask = _choices(6)
+    out = model.train()(ids, types, mask, labels=torch.tensor([1, 0, 1]))
+    out.loss.backward()
+    assert out.logits.shape == (B, 2) and model.sequence_summary.summary.weight.grad is not None

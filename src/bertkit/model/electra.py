@@ -7,7 +7,8 @@ discriminator: `discriminator_predictions.dense` -> act -> `dense_prediction`, o
 replaced-token logit per position), `ElectraForMaskedLM` (the generator:
 `generator_predictions.dense` -> GELU -> `LayerNorm` to the embedding width, then
 `generator_lm_head` tied to the word embeddings plus its own bias) and the fine-tuning
-heads (`classifier.dense/out_proj` for sequence classification, ...).
+heads (`classifier.dense/out_proj` for sequence classification, `sequence_summary.summary`
+then `classifier` for multiple choice, ...).
 
 The encoder is bertkit's `BertEncoder` (the same layers and state-dict keys as HF's
 ElectraEncoder); only the embeddings' width and the heads differ from BERT. It runs
@@ -26,15 +27,16 @@ from torch import nn
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.bert import BertPreTrainedModel, broadcast_attention_mask, labelled_rows
+from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask, labelled_rows
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
-from bertkit.model.outputs import BertModelOutput, MaskedLMOutput, ModelOutput
+from bertkit.model.outputs import BertModelOutput, MaskedLMOutput, ModelOutput, MultipleChoiceModelOutput
 from bertkit.model.task_heads import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    BertTaskModel,
     FirstTokenClassificationHead,
 )
 from bertkit.model.unpad import UnpadSwitch
@@ -339,3 +341,74 @@ class ElectraForQuestionAnswering(ElectraPreTrainedModel, BertForQuestionAnsweri
     """Start/end scores per token from `qa_outputs` (H -> 2); BertForQuestionAnswering over `electra`."""
 
     optional_prefixes = ("qa_outputs.",)
+
+
+class ElectraSequenceSummary(nn.Module):
+    """HF's ElectraSequenceSummary, the multiple-choice head's reading of a sequence:
+    (B, T, H) -> (B, H).
+
+    The first token's state (`summary_type` "first", the default), the last position's
+    ("last") or the mean over all T positions ("mean"; padding included, as transformers)
+    -> `summary` (H -> H linear; identity without summary_use_proj) -> summary_activation
+    (exact GELU by default, tanh, another of ACTIVATIONS, or none) -> dropout
+    (summary_last_dropout). Like transformers' ELECTRA config, bertkit's has no
+    summary_first_dropout / summary_proj_to_labels: no dropout before `summary`, which
+    keeps the hidden size."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.summary_type = config.summary_type
+        self.summary = nn.Linear(config.hidden_size, config.hidden_size) if config.summary_use_proj else nn.Identity()
+        name = config.summary_activation
+        self.activation = nn.Identity() if name is None else torch.tanh if name == "tanh" else ACTIVATIONS[name]
+        self.last_dropout = nn.Dropout(config.summary_last_dropout)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) -> (B, H)."""
+        if self.summary_type == "first":
+            summary = hidden_states[:, 0]
+        elif self.summary_type == "last":
+            summary = hidden_states[:, -1]
+        else:
+            summary = hidden_states.mean(dim=1)
+        return self.last_dropout(self.activation(self.summary(summary)))
+
+
+class ElectraForMultipleChoice(ElectraPreTrainedModel, BertTaskModel):
+    """HF's ElectraForMultipleChoice: (B, C, T) inputs run as (B * C, T); each (context,
+    choice) row -> `sequence_summary` -> `classifier` (H -> 1), no pooler and no other
+    dropout; cross-entropy over the C choices (labels -100 ignored)."""
+
+    optional_prefixes = ("sequence_summary.", "classifier.")
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__(config)
+        self.add_backbone(config, add_pooling_layer=False)
+        self.sequence_summary = ElectraSequenceSummary(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MultipleChoiceModelOutput:
+        """input_ids, token_type_ids, attention_mask: (B, C, T) int; labels: (B,) int64
+        index of the right choice. logits: (B, C)."""
+        num_choices = input_ids.shape[1]
+        ids, types, mask = (None if x is None else x.reshape(-1, x.shape[-1])  # (B * C, T)
+                            for x in (input_ids, token_type_ids, attention_mask))
+        if self.sequence_summary.summary_type == "first":
+            out = self.encode_for_first_token(ids, types, mask, output_hidden_states, output_attentions)
+        else:  # the last position / the mean over T read padding states too (transformers'): run padded
+            out = self.electra(ids, types, mask, output_hidden_states, output_attentions, unpad=False)
+        scores = self.classifier(self.sequence_summary(out.last_hidden_state))  # (B * C, 1)
+        logits = scores.view(-1, num_choices)  # (B, C)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits, labels.view(-1), ignore_index=IGNORE_INDEX)
+        return MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)

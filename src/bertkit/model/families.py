@@ -102,6 +102,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                            "electra", {
         "classification": "bertkit.model.electra:ElectraForSequenceClassification",
         "tagging": "bertkit.model.electra:ElectraForTokenClassification",
+        "multiple_choice": "bertkit.model.electra:ElectraForMultipleChoice",
         "qa": "bertkit.model.electra:ElectraForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
