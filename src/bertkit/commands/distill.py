@@ -3,9 +3,21 @@
   bertkit distill --teacher runs/mini/final --student-layers 2 --data data/ --output-dir runs/distilled
   bertkit distill --teacher runs/mini/final --data data/ --output-dir runs/tiny --hidden-loss --attention-loss
   bertkit distill --teacher runs/mrpc/best --task glue --glue-task mrpc --data glue/MRPC --output-dir runs/mrpc-small
+  bertkit distill --teacher runs/ner/best --task ner --train eng.train --dev eng.testa --output-dir runs/ner-small
+  bertkit distill --teacher runs/squad/best --task squad --version 2 --train train-v2.0.json --dev dev-v2.0.json \
+      --output-dir runs/squad-small
+  bertkit distill --teacher runs/mc/best --task multiple-choice --train train.jsonl --dev dev.jsonl \
+      --output-dir runs/mc-small
 
-Without --task: general distillation on a `bertkit data build` directory; with --task glue
-or classify: task distillation on the task's training file (best/ by the dev metric).
+Without --task: general distillation on a `bertkit data build` directory; with --task:
+task distillation on the task's training file (best/ by the dev metric), for every task
+family of `bertkit finetune` — glue / classify (KL on the logits), ner (KL on the tag
+logits of the labelled tokens), squad (KL on the start and end distributions over the
+real positions, averaged) and multiple-choice (KL over the choices). The teacher is a
+checkpoint fine-tuned on the task (its head and label map); the task flags are
+`bertkit finetune`'s (ner: --tag-column; squad: --version, --doc-stride,
+--max-query-length, --max-answer-length, max_seq_length 384 by default; multiple-choice:
+--train-labels, --dev-labels).
 Configuration: defaults, `--config run.yaml`, the flags, then `--set key=value` (fields of
 bertkit.training.distill.DistillConfig / TaskDistillConfig; `student.X` for the student's
 BertConfig fields, e.g. --set student.hidden_size=256).
@@ -16,20 +28,31 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bertkit.commands.finetune import FAMILIES, SQUAD_MAX_SEQ_LENGTH, TASK_FIELDS, add_task_options
+
 # flag attribute -> config field, for both modes
 _COMMON = {"teacher": "teacher", "output_dir": "output_dir", "student_layers": "student_layers",
            "temperature": "temperature", "alpha_soft": "alpha_soft", "alpha_hard": "alpha_hard", "lr": "lr",
            "batch_size": "batch_size", "seed": "seed", "max_steps": "max_steps"}
-_TASK = {"glue_task": "glue_task", "train": "train", "dev": "dev", "text_column": "text_column",
-         "pair_column": "pair_column", "label_column": "label_column", "epochs": "epochs",
-         "max_seq_length": "max_seq_length"}
+_TASK = {"train": "train", "dev": "dev", "epochs": "epochs", "max_seq_length": "max_seq_length"}
 _GENERAL = {"data": "data", "alpha_cos": "alpha_cos"}
+# each task's own flags: glue and classify here, the others `bertkit finetune`'s (less ner's feature-based tagger)
+_FEATURE_BASED = ("features", "lstm_hidden_size")
+_TASK_FLAGS = {
+    "glue": {"glue_task": "glue_task"},
+    "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column"},
+    **{task: {flag: name for flag, name in TASK_FIELDS[task].items() if flag not in _FEATURE_BASED}
+       for task in ("ner", "squad", "multiple-choice")},
+}
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("distill", help="distil a teacher BERT into a smaller student (general or task)",
                               description="General distillation on pre-training data (--data DIR from `bertkit data "
-                                          "build`), or task distillation with --task glue|classify.")
+                                          "build`), or task distillation with --task glue|classify|ner|squad|"
+                                          "multiple-choice from a teacher fine-tuned on that task (soft targets: "
+                                          "the logits; ner: the tag logits of the labelled tokens; squad: the start "
+                                          "and end distributions; multiple-choice: the choices' scores).")
     p.add_argument("--teacher", metavar="DIR", help="teacher checkpoint (bertkit or Hugging Face BERT)")
     p.add_argument("--output-dir", metavar="DIR", help="run folder")
     p.add_argument("--data", metavar="DIR", help="general: a `bertkit data build` directory; task glue: the task folder")
@@ -44,15 +67,16 @@ def add_parser(subparsers) -> None:
                                                                  "--set alpha_attention=W)")
     p.add_argument("--cache-teacher", action="store_true", help="store the teacher's outputs under "
                                                                 "OUTPUT/teacher-cache/ (a resumed run reuses them)")
-    p.add_argument("--task", choices=("glue", "classify"), help="task distillation on a classification task")
+    p.add_argument("--task", choices=tuple(FAMILIES), help="task distillation on this task (the teacher: a checkpoint "
+                                                         "fine-tuned on it with `bertkit finetune TASK`)")
     p.add_argument("--glue-task", help="with --task glue: mrpc, sst2, cola, qnli, rte, ...")
-    p.add_argument("--train", metavar="FILE", help="task: training file (default: DATA/train.tsv for glue)")
+    p.add_argument("--train", metavar="FILE", help="task: training file (glue: default DATA/train.tsv)")
     p.add_argument("--dev", metavar="FILE", help="task: dev file, picks best/ (default: DATA/dev.tsv for glue)")
     p.add_argument("--text-column", help="task classify: column of the text")
     p.add_argument("--pair-column", help="task classify: column of the second text")
     p.add_argument("--label-column", help="task classify: column of the label")
     p.add_argument("--epochs", type=int, help="task: epochs (default 3)")
-    p.add_argument("--max-seq-length", type=int, help="task: tokens per sequence (default 128)")
+    p.add_argument("--max-seq-length", type=int, help="task: tokens per sequence (default 128; squad 384)")
     p.add_argument("--max-steps", type=int, help="optimizer steps (general default 10000; task: epochs)")
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--batch-size", type=int, help="sequences per optimizer step")
@@ -63,23 +87,30 @@ def add_parser(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="general: continue the run in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds a run")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    for task in ("ner", "squad", "multiple-choice"):  # `bertkit finetune TASK`'s own flags
+        add_task_options(p.add_argument_group(f"--task {task}"), task, feature_based=False)
     p.set_defaults(func=run)
 
 
 def config_values(args: argparse.Namespace) -> dict:
-    """Flag values (those given) as config fields for the chosen mode."""
+    """Flag values (those given) as config fields for the chosen mode; a flag of another
+    task or mode fails in one line."""
     from bertkit.errors import ConfigError
 
     values = {}
-    fields = {**_COMMON, **(_TASK if args.task else _GENERAL)}
+    fields = {**_COMMON, **(_TASK if args.task else _GENERAL), **_TASK_FLAGS.get(args.task, {})}
     for flag, name in fields.items():
         if getattr(args, flag) is not None:
             values[name] = getattr(args, flag)
+    for task, flags in _TASK_FLAGS.items():
+        for flag in flags:
+            if task != args.task and getattr(args, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} applies to task distillation with --task {task}")
     if args.task:
         for flag in ("alpha_cos", "hidden_loss", "attention_loss"):
             if getattr(args, flag):
                 raise ConfigError(f"--{flag.replace('_', '-')} applies to general distillation (without --task)")
-        values["family"] = "classification"
+        values["family"] = FAMILIES[args.task]
         if args.task == "glue":
             if not args.glue_task:
                 raise ConfigError("--task glue needs --glue-task NAME (e.g. mrpc)")
@@ -90,13 +121,16 @@ def config_values(args: argparse.Namespace) -> dict:
                     values["train"] = glue_file(args.data, args.glue_task, "train")
                 if args.dev is None:
                     values["dev"] = glue_file(args.data, args.glue_task, "dev")
-        elif args.text_column is None and "text_column" not in values:
+        elif args.data is not None and args.task != "classify":
+            raise ConfigError(f"--data applies to general distillation and --task glue; --task {args.task} reads "
+                              "--train FILE (and --dev FILE)")
+        elif args.task == "classify" and args.text_column is None and "text_column" not in values:
             raise ConfigError("--task classify needs --text-column NAME")
     else:
-        for flag in ("glue_task", "train", "dev", "text_column", "pair_column", "label_column", "epochs",
-                     "max_seq_length"):
+        for flag in _TASK:
             if getattr(args, flag) is not None:
-                raise ConfigError(f"--{flag.replace('_', '-')} applies to task distillation (--task glue|classify)")
+                raise ConfigError(f"--{flag.replace('_', '-')} applies to task distillation (--task "
+                                  f"{'|'.join(FAMILIES)})")
         if args.hidden_loss:
             values["alpha_hidden"] = 1.0
         if args.attention_loss:
@@ -114,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
 
     values = read_yaml_config(args.config) if args.config else {}
     values.update(config_values(args))
+    if args.task == "squad":
+        values.setdefault("max_seq_length", SQUAD_MAX_SEQ_LENGTH)  # as `bertkit finetune squad`
     overrides = parse_set_arguments(args.set)
     if args.task:
         if args.resume:

@@ -21,13 +21,14 @@ import sys
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
 
-# flag attribute -> FinetuneConfig field (flags left None keep the config's value)
+# flag attribute -> FinetuneConfig field (flags left None keep the config's value); TASK_FIELDS and FAMILIES
+# (task -> FinetuneConfig.family) serve `bertkit distill --task` too
 _COMMON_FIELDS = {
     "model": "init_from", "output_dir": "output_dir", "epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
     "max_seq_length": "max_seq_length", "seed": "seed", "warmup_ratio": "warmup_ratio",
     "early_stopping": "early_stopping_patience", "train": "train", "dev": "dev",
 }
-_TASK_FIELDS = {
+TASK_FIELDS = {
     "glue": {"task": "glue_task"},
     "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column"},
     "ner": {"tag_column": "tag_column", "features": "features", "lstm_hidden_size": "lstm_hidden_size"},
@@ -35,7 +36,7 @@ _TASK_FIELDS = {
     "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
               "max_answer_length": "max_answer_length"},
 }
-_FAMILIES = {"glue": "classification", "classify": "classification", "ner": "tagging",
+FAMILIES = {"glue": "classification", "classify": "classification", "ner": "tagging",
              "multiple-choice": "multiple_choice", "squad": "qa"}
 SQUAD_MAX_SEQ_LENGTH = 384  # BERT's SQuAD setting (windows of 384 tokens, stride 128)
 
@@ -60,25 +61,39 @@ def add_parser(subparsers) -> None:
     _add_common(p)
 
     p = tasks.add_parser("ner", help="token tagging from CoNLL files (IOB1 / IOB2 / IOBES)")
-    p.add_argument("--tag-column", type=int, help="which whitespace-separated column holds the tag (default: last)")
-    p.add_argument("--features", metavar="LAYERS",
-                   help="feature-based approach (paper Table 7): freeze the encoder and train a BiLSTM tagger on "
-                        f"these features: {', '.join(LAYER_CHOICES)} (default lr then 1e-3)")
-    p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction (default 256; "
-                                                        "the paper 768)")
+    add_task_options(p, "ner")
     _add_common(p)
 
     p = tasks.add_parser("multiple-choice", help="SWAG CSV or JSONL (PIQA, CommonsenseQA, ...)")
-    p.add_argument("--train-labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
-    p.add_argument("--dev-labels", metavar="FILE", help="the same for --dev")
+    add_task_options(p, "multiple-choice")
     _add_common(p)
 
     p = tasks.add_parser("squad", help="extractive QA on SQuAD v1.1 / v2.0 JSON (max_seq_length 384 by default)")
-    p.add_argument("--version", type=int, choices=(1, 2), help="SQuAD version (default: from the training file)")
-    p.add_argument("--doc-stride", type=int, help="tokens shared by consecutive windows of a passage (default 128)")
-    p.add_argument("--max-query-length", type=int, help="questions are cut to this many tokens (default 64)")
-    p.add_argument("--max-answer-length", type=int, help="longest answer in tokens (default 30)")
+    add_task_options(p, "squad")
     _add_common(p)
+
+
+def add_task_options(p, task: str, feature_based: bool = True) -> None:
+    """The flags of task `task` (ner, multiple-choice, squad) on parser or argument group
+    `p`; `bertkit distill --task` shares them (without ner's feature-based flags)."""
+    if task == "ner":
+        p.add_argument("--tag-column", type=int, help="which whitespace-separated column holds the tag (default: last)")
+        if feature_based:
+            p.add_argument("--features", metavar="LAYERS",
+                           help="feature-based approach (paper Table 7): freeze the encoder and train a BiLSTM tagger "
+                                f"on these features: {', '.join(LAYER_CHOICES)} (default lr then 1e-3)")
+            p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction "
+                                                                "(default 256; the paper 768)")
+    elif task == "multiple-choice":
+        p.add_argument("--train-labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
+        p.add_argument("--dev-labels", metavar="FILE", help="the same for --dev")
+    elif task == "squad":
+        p.add_argument("--version", type=int, choices=(1, 2), help="SQuAD version (default: from the training file)")
+        p.add_argument("--doc-stride", type=int, help="tokens shared by consecutive windows of a passage (default 128)")
+        p.add_argument("--max-query-length", type=int, help="questions are cut to this many tokens (default 64)")
+        p.add_argument("--max-answer-length", type=int, help="longest answer in tokens (default 30)")
+    else:
+        raise ValueError(f"no task options for {task!r}")
 
 
 def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
@@ -124,8 +139,8 @@ def config_values(args: argparse.Namespace) -> dict:
     from bertkit.training.config import read_yaml_config
 
     values = read_yaml_config(args.config) if args.config else {}
-    values["family"] = _FAMILIES[args.finetune_task]
-    for attribute, name in {**_COMMON_FIELDS, **_TASK_FIELDS[args.finetune_task]}.items():
+    values["family"] = FAMILIES[args.finetune_task]
+    for attribute, name in {**_COMMON_FIELDS, **TASK_FIELDS[args.finetune_task]}.items():
         if getattr(args, attribute, None) is not None:
             values[name] = getattr(args, attribute)
     if getattr(args, "regression", False):

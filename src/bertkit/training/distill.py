@@ -14,11 +14,21 @@ Two modes, each a `TrainingProgram` for bertkit.training.loop (no second loop):
   the TinyBERT terms are off (0). `soft_loss="ce"` uses the cross-entropy against the
   teacher's distribution instead of the KL (same gradient; the value adds the teacher's
   entropy).
-- Task distillation (Hinton et al.) on a fine-tuning task's training data,
-  `TaskDistillation` (a `ClassificationProgram`, so data, metrics, dev evaluation, best/
-  and the saved layout are the fine-tuning task layer's): loss = alpha_soft * T^2 KL on
-  the teacher's logits (MSE to the teacher's prediction for regression) + alpha_hard *
-  the task loss on the gold labels.
+- Task distillation (Hinton et al.) on a fine-tuning task's training data, for every
+  task family: `SoftTargets` mixed into the family's program (`DISTILL_PROGRAMS`:
+  `TaskDistillation` over `ClassificationProgram`, `TaggingDistillation`,
+  `QuestionAnsweringDistillation`, `MultipleChoiceDistillation`), so data, the hard
+  loss, metrics, dev evaluation, best/ and the saved layout are the fine-tuning task
+  layer's. loss = alpha_hard * the task loss on the gold labels + alpha_soft * T^2 KL on
+  the teacher's logits, per item the task loss counts:
+      classification   the K logits per sequence (regression: squared error to the
+                       teacher's prediction)
+      tagging (NER)    the K tag logits per labelled token (a word's first sub-token;
+                       ignore-index positions excluded), averaged over labelled tokens
+      QA (SQuAD)       (KL(start) + KL(end)) / 2 per window, each over the window's real
+                       positions (padding, finfo.min in bertkit's QA logits, excluded)
+      multiple choice  the C choices' scores per question
+  Each family's `soft_loss_sum` hook picks the student's logits; the rest is shared.
 
 Student. The teacher's config with `student_layers` layers (default half the teacher's)
 and optional `student.*` overrides. Student layer i starts from teacher layer
@@ -41,8 +51,11 @@ losses and the hard MLM loss (its MLM head starting fresh). `cache_teacher` stor
 float32 under `OUTPUT/teacher-cache/` (or `cache_dir`) the teacher's outputs of every
 training example and epoch (general: one file each under a key hashing the teacher's
 weights, the data's recipe, the masking, the seed and what is stored) or its logits of
-the whole training set (task: keyed by teacher weights, training file and encoding),
-so a resumed or repeated run reuses them and computes the same losses.
+the whole training set (task: one .npz aligned with the training features, keyed by
+teacher weights, training file and encoding; per-position logits of tagging and QA
+stored ragged, each window at its own length), so a resumed or repeated run reuses them
+and computes the same losses. A task teacher must hold a fine-tuned head of the task's
+family whose label map covers the data (one-line error naming the teacher otherwise).
 """
 
 from __future__ import annotations
@@ -66,11 +79,18 @@ from bertkit.atomic import atomic_path, write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.finetuning import FinetuneConfig
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
-from bertkit.tasks.programs import ClassificationProgram, metrics_for, run_features
+from bertkit.model.bert import IGNORE_INDEX
+from bertkit.tasks.programs import (
+    ClassificationProgram,
+    MultipleChoiceProgram,
+    QuestionAnsweringProgram,
+    TaggingProgram,
+    run_features,
+)
 from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, parse_value, to_json
 
 SOFT_LOSSES = ("kl", "ce")
-TASK_FAMILIES = ("glue", "classify")
+TASK_FAMILIES = ("glue", "classify", "ner", "squad", "multiple-choice")  # `--task` choices
 CACHE_DIR = "teacher-cache"
 PROJECTION_FILE = "distill_projection.safetensors"
 RUN_CONFIG_FILE = "run_config.json"
@@ -80,12 +100,24 @@ RUN_CONFIG_FILE = "run_config.json"
 
 
 def soft_target_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float,
-                     kind: str = "kl") -> torch.Tensor:
+                     kind: str = "kl", mask: torch.Tensor | None = None) -> torch.Tensor:
     """Summed over rows: T^2 * KL(softmax(t / T) || softmax(s / T)), or T^2 * the
     cross-entropy -sum p_t log p_s (kind "ce"). Logits (N, K), computed in float32;
-    the T^2 keeps the gradient's scale independent of T (Hinton et al.)."""
-    log_student = F.log_softmax(student_logits.float() / temperature, dim=-1)  # (N, K)
-    log_teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    the T^2 keeps the gradient's scale independent of T (Hinton et al.).
+
+    mask: (N, K) bool, True where an entry takes part (QA: the real positions of a
+    window). The others get probability 0 on both sides: they are set to finfo.min
+    after the division by T, so logits that are finfo.min already (bertkit's QA padding,
+    -inf once divided by T < 1) or garbage give no inf - inf and no NaN, in the value or
+    the gradient."""
+    student = student_logits.float() / temperature  # (N, K)
+    teacher = teacher_logits.float() / temperature
+    if mask is not None:
+        lowest = torch.finfo(torch.float32).min
+        student = student.masked_fill(~mask, lowest)
+        teacher = teacher.masked_fill(~mask, lowest)
+    log_student = F.log_softmax(student, dim=-1)  # (N, K)
+    log_teacher = F.log_softmax(teacher, dim=-1)
     probs = log_teacher.exp()
     if kind == "kl":
         per_row = (probs * (log_teacher - log_student)).sum(-1)  # (N,)
@@ -265,8 +297,10 @@ class DistillConfig(TrainingConfig, StudentFields):
 
 @dataclass
 class TaskDistillConfig(FinetuneConfig, StudentFields):
-    """Task distillation: fine-tuning's fields (data, recipe; `init_from` is the teacher)
-    plus the student and the soft targets. Hinton's mix: alpha_soft 1, alpha_hard 1, T 2."""
+    """Task distillation: fine-tuning's fields (family, data, recipe; `init_from` is the
+    teacher) plus the student and the soft targets. Hinton's mix: alpha_soft 1, alpha_hard
+    1, T 2. Every family (classification, tagging, qa, multiple_choice) but the
+    feature-based tagger."""
 
     alpha_soft: float = 1.0
     alpha_hard: float = 1.0
@@ -278,9 +312,11 @@ class TaskDistillConfig(FinetuneConfig, StudentFields):
         self.teacher = self.init_from
         super().__post_init__()
         self.check_student_fields()
-        if self.family != "classification":
-            raise ConfigError(f"field 'family': task distillation supports sequence classification "
-                              f"(glue, classify), not {self.family}")
+        if self.features is not None:
+            raise ConfigError("field 'features': task distillation trains a whole student from the teacher's "
+                              "logits, not a feature-based tagger")
+        if self.reinit_head:
+            raise ConfigError("field 'reinit_head': the teacher's head is what the student learns from")
 
 
 def build_config(cls, values: dict[str, Any], overrides: dict[str, str], source: str = "config"):
@@ -726,60 +762,170 @@ def _write_general_report(config: DistillConfig, program, model, fresh, result, 
 # ---------------------------------------------------------------------------- task distillation
 
 
-class TaskDistillation(ClassificationProgram):
-    """Sequence classification with the teacher's logits as soft targets (+ gold labels)."""
+class _Recorder:
+    """Calls the model and keeps its output: a family's own `compute_loss` gives the hard
+    loss and its statistics, and the output it computed meets the teacher's logits."""
 
-    progress_keys = ("accuracy", "soft_loss")
+    def __init__(self, model):
+        self.model = model
+        self.output = None
 
-    def __init__(self, *args, teacher_logits: np.ndarray, config: TaskDistillConfig, **kwargs):
+    def __call__(self, *args, **kwargs):
+        self.output = self.model(*args, **kwargs)
+        return self.output
+
+
+class SoftTargets:
+    """Task distillation over a task program (mixed in before it): the family's data,
+    hard loss, metrics, dev evaluation and saved layout, plus the teacher's logits of
+    every training feature as soft targets.
+
+    teacher_logits: per training feature, what `run_features` gives the teacher: (K,)
+    sequence classification, (C,) multiple choice, (T_i, K) tagging, (T_i, 2) QA start /
+    end (`per_position`: padded with zeros to the batch's T, never read there). A
+    family's `soft_loss_sum(out, batch)` picks the student's logits that meet them and
+    returns T^2 KL (or the `soft_loss` kind) summed over the items the task loss counts
+    (`loss_counts`: sequences, labelled tokens, windows, questions), so
+        loss = alpha_hard * task loss + alpha_soft * soft_loss_sum / global item count.
+    """
+
+    per_position = False
+    soft_targets = ""  # what the soft targets are, for the report
+
+    def __init__(self, *args, teacher_logits, config: TaskDistillConfig, **kwargs):
         super().__init__(*args, **kwargs)
-        self.teacher_logits = np.asarray(teacher_logits, dtype=np.float32)  # (N, K)
+        self.teacher_logits = [np.asarray(x, dtype=np.float32) for x in teacher_logits]
+        if len(self.teacher_logits) != len(self.train_features):
+            raise ValueError(f"{len(self.teacher_logits)} teacher logits for {len(self.train_features)} features")
         self.config = config
 
+    @property
+    def progress_keys(self):
+        return (*super().progress_keys, "soft_loss")
+
     def train_example(self, index: int, epoch: int) -> dict[str, Any]:
-        return {**self.train_features[index], "teacher_logits": self.teacher_logits[index]}
+        return {**super().train_example(index, epoch), "teacher_logits": self.teacher_logits[index]}
 
     def collate(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        if "teacher_logits" not in examples[0]:
+        if "teacher_logits" not in examples[0]:  # evaluation
             return super().collate(examples)
         batch = super().collate([{k: v for k, v in ex.items() if k != "teacher_logits"} for ex in examples])
-        batch["teacher_logits"] = torch.from_numpy(np.stack([ex["teacher_logits"] for ex in examples]))  # (B, K)
+        logits = [ex["teacher_logits"] for ex in examples]
+        if self.per_position:
+            padded = np.zeros((len(logits), batch["input_ids"].shape[-1], logits[0].shape[-1]), dtype=np.float32)
+            for row, value in enumerate(logits):
+                padded[row, : len(value)] = value
+            batch["teacher_logits"] = torch.from_numpy(padded)  # (B, T, K)
+        else:
+            batch["teacher_logits"] = torch.from_numpy(np.stack(logits))  # (B, K) or (B, C)
         return batch
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
-        cfg = self.config
-        labels, teacher = batch["labels"], batch["teacher_logits"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
-        count, total = self.item_count(labels), max(totals["task"], 1.0)
-        if self.spec.regression:  # soft target: the teacher's prediction
-            soft = ((out.logits.float() - teacher.float()) ** 2).sum()
-        else:
-            soft = soft_target_loss(out.logits, teacher, cfg.temperature, cfg.soft_loss)
-        loss = cfg.alpha_hard * out.loss * (count / total) + cfg.alpha_soft * soft / total
-        stats = {"task_loss_sum": float(out.loss.detach()) * count, "task_count": count,
-                 "soft_loss_sum": float(soft.detach())}
-        if not labels.is_floating_point():
-            stats["task_correct"] = float((out.logits.detach().argmax(-1) == labels).sum())
-        return loss, stats
+        seen = _Recorder(model)
+        hard, stats = super().compute_loss(seen, batch, totals)  # task loss * count / global count
+        soft = self.soft_loss_sum(seen.output, batch)
+        loss = self.config.alpha_hard * hard + self.config.alpha_soft * soft / max(totals["task"], 1.0)
+        return loss, {**stats, "soft_loss_sum": float(soft.detach())}
+
+    def soft_loss_sum(self, out, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def kl(self, student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`soft_target_loss` at the run's temperature and kind, summed over rows."""
+        return soft_target_loss(student, teacher, self.config.temperature, self.config.soft_loss, mask)
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
         metrics = super().summarize(stats)
         if metrics and "soft_loss_sum" in stats:
-            metrics["soft_loss"] = stats["soft_loss_sum"] / stats["task_count"]
+            metrics["soft_loss"] = stats["soft_loss_sum"] / stats["task_count"]  # per item
         return metrics
 
 
+class TaskDistillation(SoftTargets, ClassificationProgram):
+    """Sequence classification: KL on the K logits (MSE to the teacher's prediction for regression)."""
+
+    soft_targets = "T^2 KL on the logits per sequence (regression: squared error to the teacher's prediction)"
+
+    def soft_loss_sum(self, out, batch):
+        teacher = batch["teacher_logits"]  # (B, K)
+        if self.spec.regression:
+            return ((out.logits.float() - teacher.float()) ** 2).sum()
+        return self.kl(out.logits, teacher)
+
+
+class TaggingDistillation(SoftTargets, TaggingProgram):
+    """Token tagging: KL on the K tag logits at each labelled token (a word's first sub-token)."""
+
+    per_position = True
+    soft_targets = "T^2 KL on the tag logits per labelled token (first sub-token of each word)"
+
+    def soft_loss_sum(self, out, batch):
+        labelled = batch["labels"] != IGNORE_INDEX  # (B, T)
+        return self.kl(out.logits[labelled], batch["teacher_logits"][labelled])  # (N, K) each
+
+
+class QuestionAnsweringDistillation(SoftTargets, QuestionAnsweringProgram):
+    """Extractive QA: KL of the start and of the end distribution over a window's real
+    positions (padding excluded), averaged as the QA loss is: (start + end) / 2."""
+
+    per_position = True
+    soft_targets = "T^2 (KL(start) + KL(end)) / 2 per window, over its real positions"
+
+    def soft_loss_sum(self, out, batch):
+        real = batch["attention_mask"].bool()  # (B, T)
+        teacher = batch["teacher_logits"]  # (B, T, 2)
+        return (self.kl(out.start_logits, teacher[..., 0], real) + self.kl(out.end_logits, teacher[..., 1], real)) / 2
+
+
+class MultipleChoiceDistillation(SoftTargets, MultipleChoiceProgram):
+    """Multiple choice: KL on the C choices' scores."""
+
+    soft_targets = "T^2 KL on the choices' scores per question"
+
+    def soft_loss_sum(self, out, batch):
+        return self.kl(out.logits, batch["teacher_logits"])  # (B, C)
+
+
+DISTILL_PROGRAMS: dict[str, type[SoftTargets]] = {
+    cls.family: cls
+    for cls in (TaskDistillation, TaggingDistillation, QuestionAnsweringDistillation, MultipleChoiceDistillation)
+}
+
+
 def teacher_task_logits(teacher: nn.Module, features: list[dict[str, Any]], collate, batch_size: int,
-                        progress: bool = False) -> np.ndarray:
-    """The teacher's logits (N, K) float32 for every feature, under inference_mode."""
+                        progress: bool = False) -> list[np.ndarray]:
+    """The teacher's logits of every feature (`run_features`: (K,), (C,), (T_i, K) or
+    (T_i, 2)) as float32, under inference_mode."""
     with torch.inference_mode():
-        return np.stack(run_features(teacher, features, collate, batch_size, progress, "teacher")).astype(np.float32)
+        outputs = run_features(teacher, features, collate, batch_size, progress, "teacher")
+    return [np.asarray(x, dtype=np.float32) for x in outputs]
+
+
+def save_teacher_logits(path: Path, logits: list[np.ndarray]) -> None:
+    """An .npz aligned with the features: `logits` (N, ...) when every feature's array has
+    the same shape, else `values` (sum of the T_i, ...) and `lengths` (N,) (ragged: tagging
+    and QA windows of their own lengths). Written atomically."""
+    if len({x.shape for x in logits}) <= 1:
+        arrays = {"logits": np.stack(logits) if logits else np.zeros((0,), np.float32)}
+    else:
+        arrays = {"values": np.concatenate(logits), "lengths": np.asarray([len(x) for x in logits], dtype=np.int64)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+def load_teacher_logits(path: Path) -> list[np.ndarray]:
+    """The per-feature arrays of `save_teacher_logits`."""
+    with np.load(path, allow_pickle=False) as data:
+        if "logits" in data:
+            return list(data["logits"])
+        return np.split(data["values"], np.cumsum(data["lengths"])[:-1])
 
 
 def _task_cache_path(config: TaskDistillConfig, spec) -> Path:
     key = _digest({"teacher": weights_digest(config.teacher), "train": _file_digest(config.train),
                    "spec": dataclasses.asdict(spec)})
-    return config.teacher_cache_root() / f"task-{key}.npy"
+    return config.teacher_cache_root() / f"task-{key}.npz"
 
 
 def _file_digest(path: str) -> str:
@@ -802,11 +948,53 @@ class TaskDistillResult:
     teacher_parameters: int
 
 
+_FINETUNE_TASK = {"classification": "glue|classify", "tagging": "ner", "qa": "squad",
+                  "multiple_choice": "multiple-choice"}  # for the error messages
+_REINIT_HINT = "; to train a new head instead add --set reinit_head=true"
+
+
+def _prepare_against_teacher(config: TaskDistillConfig):
+    """`bertkit.finetuning.prepare` with the teacher as the checkpoint: the data read,
+    checked and encoded in the teacher's label order. A teacher whose label map does not
+    cover the data fails in prepare's one line, naming the teacher's config.json."""
+    from bertkit.finetuning import prepare
+
+    try:
+        return prepare(config)
+    except BertkitError as exc:
+        message = str(exc)
+        if not message.endswith(_REINIT_HINT):
+            raise
+        raise BertkitError(message.removesuffix(_REINIT_HINT)
+                           + "; distil from a teacher fine-tuned on these labels") from None
+
+
+def check_teacher_head(config: TaskDistillConfig, prepared, model_cls) -> None:
+    """Raises in one line naming the teacher directory unless it holds a fine-tuned head of
+    the task's family for the task's labels (`prepare` kept it). A transformers
+    BertForSequenceClassification with LABEL_i names and as many outputs as labels is
+    taken in the task's label order."""
+    base = prepared.base_config
+    architectures = base.extra.get("architectures") or []
+    name = model_cls.__name__
+    outputs = 1 if prepared.spec.regression else len(prepared.labels or [])
+    placeholder_head = (prepared.spec.family == "classification" and name in architectures
+                        and not base.has_label_names and base.num_labels == outputs)
+    if prepared.keep_head or placeholder_head:
+        return
+    shown = ", ".join(architectures) or "none"
+    why = ("its label map has no names (LABEL_i) to match the data's labels" if name in architectures
+           else f"config.json architectures: {shown}")
+    labels = " for these labels" if prepared.labels is not None else ""
+    raise BertkitError(f"{config.teacher}: not a fine-tuned {name}{labels} ({why}); fine-tune the teacher first "
+                       f"with `bertkit finetune {_FINETUNE_TASK[prepared.spec.family]}`")
+
+
 def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=None) -> TaskDistillResult:
-    """Task distillation (`bertkit distill --task glue ...`): the student trains on the task's
-    training data with the teacher's logits; best/ is chosen by the dev metric."""
-    from bertkit.finetuning import prepare, task_model_config
-    from bertkit.model import BertForSequenceClassification
+    """Task distillation (`bertkit distill --task glue|classify|ner|squad|multiple-choice`):
+    the student trains on the task's training data with the teacher's logits; best/ is
+    chosen by the dev metric."""
+    from bertkit.finetuning import task_model_config, write_qa_predictions
     from bertkit.training.distributed import setup, teardown
     from bertkit.training.loop import Trainer
 
@@ -815,54 +1003,48 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
     if found and not overwrite:
         raise BertkitError(f"{output_dir}: already holds a run ({found[0]}); pass --overwrite to replace it "
                            "or choose another --output-dir")
-    prepared = prepare(config)
-    base = prepared.base_config
-    outputs = 1 if prepared.spec.regression else len(prepared.labels or [])
-    # a head fine-tuned elsewhere with transformers' LABEL_i names: its ids are taken in the task's label order
-    placeholder_head = ("BertForSequenceClassification" in (base.extra.get("architectures") or [])
-                        and not base.has_label_names and base.num_labels == outputs)
-    if not (prepared.keep_head or placeholder_head):
-        shown = ", ".join(base.extra.get("architectures") or []) or "none"
-        raise BertkitError(f"{config.teacher}: not a fine-tuned BertForSequenceClassification for these labels "
-                           f"(config.json architectures: {shown}); fine-tune the teacher first with `bertkit finetune`")
-    teacher = load_teacher(BertForSequenceClassification, config.teacher, config=task_model_config(prepared))
-    if any(k.startswith("classifier.") for k in teacher.loading_info["missing_keys"]):
-        raise BertkitError(f"{config.teacher}: the checkpoint has no classifier weights; fine-tune the teacher first")
+    prepared = _prepare_against_teacher(config)
+    model_cls = prepared.program_cls.model_class(prepared.base_config)
+    check_teacher_head(config, prepared, model_cls)
+    teacher = load_teacher(model_cls, config.teacher, config=task_model_config(prepared))
+    head = [k for k in teacher.loading_info["missing_keys"] if not k.startswith(f"{teacher.base_model_prefix}.")]
+    if head:
+        raise BertkitError(f"{config.teacher}: the checkpoint has no {head[0].split('.')[0]} weights (the task "
+                           "head); fine-tune the teacher first")
     s_config = student_config(teacher.config, config.student_layers, config.student, config.teacher)
     if prepared.tokenizer.vocab_size > s_config.vocab_size:
         raise ConfigError(f"field 'student.vocab_size' ({s_config.vocab_size}) is smaller than the tokenizer's "
                           f"{prepared.tokenizer.vocab_size} tokens in {config.teacher}")
     torch.manual_seed(config.seed)
-    student = BertForSequenceClassification(s_config)
+    student = model_cls(s_config)
     fresh = init_student_from_teacher(
         student, teacher, student_layer_sources(teacher.config.num_hidden_layers, s_config.num_hidden_layers))
     student.train()
 
-    program_cls = TaskDistillation
-    collate = program_cls.module().collate
+    program_cls = DISTILL_PROGRAMS[prepared.program_cls.family]
     pad_id = prepared.tokenizer.pad_token_id or 0
+    collate = lambda rows: program_cls.module().collate(rows, pad_id)  # noqa: E731
     cache_path = _task_cache_path(config, prepared.spec) if config.cache_teacher else None
     if cache_path is not None and cache_path.is_file():
-        logits = np.load(cache_path, allow_pickle=False)
+        logits = load_teacher_logits(cache_path)
     else:
-        logits = teacher_task_logits(teacher, prepared.train.features, lambda rows: collate(rows, pad_id),
-                                     config.eval_batch_size, config.progress)
+        logits = teacher_task_logits(teacher, prepared.train.features, collate, config.eval_batch_size,
+                                     config.progress)
         if cache_path is not None:
-            cache_path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(cache_path) as tmp, open(tmp, "wb") as handle:
-                np.save(handle, logits, allow_pickle=False)
+            save_teacher_logits(cache_path, logits)
+    id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     teacher_metrics = None
-    if prepared.dev is not None:
+    if prepared.dev is not None:  # scored as the student's dev evaluations are (QA v2.0: threshold tuned on dev)
         with torch.inference_mode():
-            outputs = run_features(teacher, prepared.dev.features, lambda rows: collate(rows, pad_id),
-                                   config.eval_batch_size, config.progress, "teacher dev")
-        teacher_metrics = metrics_for(prepared.spec, prepared.dev, outputs,
-                                      dict(enumerate(prepared.labels)) if prepared.labels else None)
+            outputs = run_features(teacher, prepared.dev.features, collate, config.eval_batch_size, config.progress,
+                                   "teacher dev")
+        scorer = prepared.program_cls(teacher, prepared.tokenizer, prepared.spec, [], prepared.dev, id2label,
+                                      progress=False)
+        teacher_metrics = scorer.metrics(prepared.dev, outputs)
     if notify is not None:
         notify(f"student {s_config.num_hidden_layers} layers from teacher layers "
                f"{student_layer_sources(teacher.config.num_hidden_layers, s_config.num_hidden_layers)}"
                + (f"; initialised fresh: {', '.join(fresh)}" if fresh else "; every weight copied"))
-    id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = program_cls(student, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev, id2label,
                           group_by_length=config.group_by_length, eval_batch_size=config.eval_batch_size,
                           progress=config.progress, teacher_logits=logits, config=config)
@@ -881,12 +1063,23 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
         teardown()
     best_dir = output_dir / "best" if result.best_dir is not None else None
     if ctx.is_main:
-        _write_task_report(config, prepared, teacher, student, fresh, result, metric, teacher_metrics, seconds)
+        write_qa_predictions(prepared, program.best_outputs, output_dir)
+        _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
+                           seconds)
     return TaskDistillResult(output_dir, best_dir, metric, result.best_metric, result.best_step, teacher_metrics,
                              student.num_parameters(), teacher.num_parameters())
 
 
-def _write_task_report(config, prepared, teacher, student, fresh, result, metric, teacher_metrics, seconds) -> Path:
+def _task_name(spec) -> str:
+    if spec.family == "classification":
+        return spec.glue_task or ("regression" if spec.regression else "classification")
+    return {"tagging": f"tagging ({spec.scheme})", "multiple_choice": "multiple choice",
+            "qa": f"SQuAD v{'2.0' if spec.squad_version == 2 else '1.1'} (doc_stride {spec.doc_stride}, "
+                  f"max_query_length {spec.max_query_length})"}[spec.family]
+
+
+def _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
+                       seconds) -> Path:
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -900,21 +1093,26 @@ def _write_task_report(config, prepared, teacher, student, fresh, result, metric
         best = {"metric": metric, "student (best)": result.best_metric, "teacher": teacher_value,
                 "student / teacher": result.best_metric / teacher_value if teacher_value else None,
                 "step": result.best_step, "model": "best/"}
+    qa_files = (", `dev_predictions.json`" + (", `dev_na_probs.json`" if prepared.spec.squad_version == 2 else "")
+                if prepared.spec.family == "qa" and result.best_step is not None else "")
     sections = [
         ("Distillation", {**_describe_student(teacher.config, student.config, config.teacher, fresh),
                           "parameters (student / teacher)": f"{student.num_parameters() / 1e6:.2f}M / "
                                                             f"{teacher.num_parameters() / 1e6:.2f}M",
+                          "soft targets": program.soft_targets,
                           "temperature": config.temperature, "soft loss": config.soft_loss,
                           "loss weights": f"soft {config.alpha_soft:g}, hard {config.alpha_hard:g}"}),
-        ("Run", {"task": prepared.spec.glue_task or "classification",
-                 "train": f"{config.train}: {len(prepared.train.features)} examples",
+        ("Run", {"task": _task_name(prepared.spec),
+                 "train": f"{config.train}: {len(prepared.train.examples)} examples, "
+                          f"{len(prepared.train.features)} sequences",
                  "dev": f"{config.dev}" if config.dev else "none", "epochs": config.epochs,
                  "batch size, max_seq_length": f"{config.batch_size}, {config.max_seq_length}",
                  "lr (peak)": config.lr, "seed": config.seed, "steps": result.step,
                  "wall time (s)": round(seconds, 1)}),
         ("Best dev model", best),
         ("Teacher dev metrics", teacher_metrics or "no dev set"),
-        ("Files", "`best/` (HF BertForSequenceClassification layout + tokenizer + bertkit_task.json; loads with "
-                  f"`bertkit predict/evaluate` and transformers), `final/`, `metrics.jsonl`, `{RUN_CONFIG_FILE}`"),
+        ("Files", f"`best/` (HF {type(student).__name__} layout + tokenizer + bertkit_task.json; loads with "
+                  f"`bertkit predict/evaluate` and transformers), `final/`, `metrics.jsonl`, `{RUN_CONFIG_FILE}`"
+                  + qa_files),
     ]
     return write_report(output_dir, f"Task distillation run: {output_dir.name}", sections, plots)
