@@ -90,7 +90,6 @@ from bertkit.tasks.programs import (
 from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, parse_value, to_json
 
 SOFT_LOSSES = ("kl", "ce")
-TASK_FAMILIES = ("glue", "classify", "ner", "squad", "multiple-choice")  # `--task` choices
 CACHE_DIR = "teacher-cache"
 PROJECTION_FILE = "distill_projection.safetensors"
 RUN_CONFIG_FILE = "run_config.json"
