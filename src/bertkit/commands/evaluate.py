@@ -150,7 +150,13 @@ def _run_squad_model(args: argparse.Namespace) -> int:
     if loaded.spec.family != "qa":
         raise BertkitError(f"{args.model}: a {loaded.spec.family.replace('_', ' ')} model; score it with "
                            f"`bertkit evaluate {_FAMILY_COMMANDS[loaded.spec.family]}`")
-    overrides = {} if args.version == "auto" else {"squad_version": int(args.version)}
+    if args.version == "auto":  # as with --predictions: the dataset file's version, not the model's
+        from bertkit.evaluation.squad import read_squad_dataset
+
+        version = read_squad_dataset(args.data).scoring_version()
+    else:
+        version = int(args.version)
+    overrides = {"squad_version": version}
     with _warnings_to_stderr():
         result = evaluate(loaded, args.data, batch_size=args.batch_size, progress=not args.no_progress, **overrides)
     result.pop("examples")  # the official script's keys only
