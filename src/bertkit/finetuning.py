@@ -575,8 +575,17 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
                    if prepared.feature_cache is not None else
                    "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
                    "bertkit_task.json, best_metrics.json)")
-                  + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`"),
+                  + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`" + _qa_files(prepared, run)),
     ]
+
+
+def _qa_files(prepared: PreparedTask, run: RunOutcome) -> str:
+    """QA: the best model's dev answers (write_qa_predictions), for `bertkit evaluate squad --predictions`."""
+    if prepared.spec.family != "qa" or run.best_outputs is None or prepared.dev is None:
+        return ""
+    na_probs = (", `dev_na_probs.json` (their no-answer probabilities, for --na-prob)"
+                if prepared.spec.squad_version == 2 else "")
+    return f", `dev_predictions.json` (best/'s dev answers){na_probs}"
 
 
 def write_grid_report(output_dir: Path, config: FinetuneConfig, prepared: PreparedTask, runs: list[RunOutcome],
