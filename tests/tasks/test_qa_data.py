@@ -391,3 +391,13 @@ def test_postprocess_needs_evaluation_features(fixtures, tokenizer):
         qa.postprocess(examples, training, logits[:-1], logits)
     with pytest.raises(ConfigError, match="SQuAD version 3"):
         qa.postprocess(examples, training, logits, logits, version=3)
+
+
+def test_doc_stride_error_suggests_a_stride_that_fits(fixtures, tokenizer):
+    """`finetune squad --max-seq-length 128` keeps the default doc_stride 128: the error names a stride to use."""
+    examples = qa.read_examples(fixtures / "squad_dev-v1.1.json")[:2]
+    with pytest.raises(BertkitError, match=r"doc_stride=128 must be smaller \(e\.g\. --doc-stride 30 or a larger"):
+        qa.encode(examples, tokenizer, 128, doc_stride=128)
+    assert qa.encode(examples, tokenizer, 128, doc_stride=30)  # the suggestion works (any question of <= 64 tokens)
+    with pytest.raises(BertkitError, match=r"must be smaller \(e\.g\. a larger --max-seq-length\)"):
+        qa.encode(examples, tokenizer, 30, doc_stride=16)  # no stride fits beside a 64-token question

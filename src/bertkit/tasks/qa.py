@@ -314,9 +314,12 @@ def encode(
         for ex, (_, length) in zip(chunk, questions, strict=True):
             room = max_seq_length - length - specials
             if room <= doc_stride:
+                fits = (max_seq_length - max_query_length - specials) // 2  # a stride any question leaves room for
+                fix = f"--doc-stride {fits} or " if fits > 0 else ""
                 raise BertkitError(
                     f"{ex.source} (id {ex.qid}): max_seq_length={max_seq_length} leaves {max(room, 0)} passage "
-                    f"tokens per window beside the {length}-token question; doc_stride={doc_stride} must be smaller"
+                    f"tokens per window beside the {length}-token question; doc_stride={doc_stride} must be smaller "
+                    f"(e.g. {fix}a larger --max-seq-length)"
                 )
         enc = tokenizer(
             [text for text, _ in questions], [ex.context for ex in chunk],
