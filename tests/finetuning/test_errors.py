@@ -126,3 +126,20 @@ def test_squad_answer_not_at_its_start(tiny_model_dir, fixtures, tmp_path, capsy
     assert message.startswith(f"{bad}: data[0].paragraphs[0].qas[0] (id hm-rail-1): answers[0]: answer '1887' "
                               "is not at answer_start 40")
     assert not (tmp_path / "run").exists()
+
+
+def test_piqa_without_its_labels_file_names_the_fix(tiny_model_dir, fixtures, tmp_path, capsys):
+    """PIQA keeps its labels in valid-labels.lst; a copy of valid.jsonl without it says where labels go."""
+    piqa = tmp_path / "train.jsonl"
+    piqa.write_bytes((fixtures / "piqa" / "valid.jsonl").read_bytes())
+    message = error_line(capsys, ["finetune", "multiple-choice", "--train", str(piqa), "--model", str(tiny_model_dir),
+                                  "--output-dir", str(tmp_path / "run"), *STEPS])
+    assert message.startswith(f"{piqa}: no labels (an unlabelled test file?)")
+    assert "train-labels.lst" in message and "--train-labels" in message
+    run = tmp_path / "piqa-run"
+    assert main(["finetune", "multiple-choice", "--train", str(fixtures / "piqa" / "valid.jsonl"), "--model",
+                 str(tiny_model_dir), "--output-dir", str(run), "--set", "max_steps=1", *STEPS]) == 0
+    capsys.readouterr()
+    message = error_line(capsys, ["evaluate", "multiple-choice", "--model", str(run / "final"), "--data", str(piqa),
+                                  "--no-progress"])
+    assert message.startswith(f"{piqa}: no labels") and "(evaluate: --labels)" in message

@@ -506,6 +506,13 @@ class MultipleChoiceProgram(TaskProgram):
         features = cls.module().encode(examples, tokenizer, spec.max_seq_length, show_progress=progress)
         return TaskData(data_path, examples, features)
 
+    @classmethod
+    def check_labelled(cls, data: TaskData) -> None:
+        if not data.features or "labels" not in data.features[0]:
+            name = Path(data.path).name.split(".")[0]
+            raise BertkitError(f"{data.path}: no labels (an unlabelled test file?); labels kept in a separate file "
+                               f"(PIQA) go beside it as {name}-labels.lst, or give --train-labels / --dev-labels "
+                               "(evaluate: --labels) FILE")
 
 
 def multiple_choice_metrics(data: TaskData, outputs: list[np.ndarray]) -> dict[str, float]:
