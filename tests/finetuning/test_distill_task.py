@@ -121,6 +121,52 @@ def test_task_errors(case, teacher, tiny_model_dir, fixtures, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("family", ["roberta", "electra", "albert"])
+def test_task_distillation_from_other_model_families(family, tiny_model_dir, fixtures, tmp_path, capsys):
+    """Task distillation takes every model family (general distillation only BERT): a RoBERTa, ELECTRA or
+    ALBERT teacher fine-tuned on MRPC gives a 1-layer student of its own head class that transformers loads
+    with equal logits."""
+    from bertkit import Tokenizer
+    from bertkit.finetuning import build_config, finetune
+    from bertkit.model.albert import AlbertConfig, AlbertModel
+    from bertkit.model.electra import ElectraConfig, ElectraModel
+    from bertkit.model.roberta import RobertaConfig, RobertaModel
+    from bertkit.prediction import load_finetuned
+
+    sizes = {k: v for k, v in json.loads((tiny_model_dir / "config.json").read_text()).items()
+             if k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "max_position_embeddings")}
+    model = {"roberta": lambda: RobertaModel(RobertaConfig.from_dict({**sizes, "pad_token_id": 0})),
+             "electra": lambda: ElectraModel(ElectraConfig.from_dict({**sizes, "embedding_size": 16})),
+             "albert": lambda: AlbertModel(AlbertConfig.from_dict({**sizes, "embedding_size": 16}))}[family]
+    torch.manual_seed(0)
+    base = tmp_path / family
+    model().save_pretrained(base)
+    Tokenizer.from_pretrained(tiny_model_dir).save_pretrained(base)
+    mrpc = fixtures / "glue" / "MRPC"
+    config = build_config({"init_from": str(base), "output_dir": str(tmp_path / "teacher"),
+                           "train": str(mrpc / "dev.tsv"), "dev": str(mrpc / "dev.tsv"), "glue_task": "mrpc",
+                           "epochs": 1, "batch_size": 8,
+                           "max_seq_length": 32, "lr": 1e-3, "progress": False, "tensorboard": False}, {})
+    teacher = finetune(config).best_dir
+    out = tmp_path / "small"
+    assert main(["distill", "--teacher", str(teacher), "--task", "glue", "--glue-task", "mrpc", "--data", str(mrpc),
+                 "--train", str(mrpc / "dev.tsv"), "--output-dir", str(out), "--student-layers", "1", "--epochs", "1",
+                 *STEPS]) == 0
+    assert "student 1 layers from teacher layers [0]; every weight copied" in capsys.readouterr().err
+    best = out / "best"
+    saved = json.loads((best / "config.json").read_text())
+    head = {"roberta": "Roberta", "electra": "Electra", "albert": "Albert"}[family] + "ForSequenceClassification"
+    assert saved["model_type"] == family and saved["num_hidden_layers"] == 1 and saved["architectures"] == [head]
+    ids = torch.tensor([[2, 10, 20, 30, 3], [2, 11, 21, 3, 0]])
+    mask = (ids != 0).long()
+    ours = load_finetuned(best, device="cpu").model
+    theirs = getattr(transformers, head).from_pretrained(best).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids, torch.zeros_like(ids), mask).logits,
+                                   theirs(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=1e-5)
+
+
 def test_hugging_face_teacher_with_placeholder_labels(tiny_model_dir, fixtures, tmp_path, capsys):
     """A BertForSequenceClassification saved by transformers (LABEL_0 / LABEL_1) teaches too."""
     from bertkit import Tokenizer

@@ -170,6 +170,33 @@ def test_bad_input_fails_in_one_line_before_training(setup, tmp_path, capsys, ca
     assert not out.exists()
 
 
+@pytest.mark.parametrize("family", ["electra", "roberta", "albert"])
+def test_non_bert_teacher_is_refused_in_one_line(family, setup, tmp_path, capsys):
+    """General distillation's student is a BertForPreTraining: an ELECTRA discriminator (runs/electra/final),
+    a RoBERTa or an ALBERT teacher fails naming the teacher and the model types, not on a config field."""
+    from bertkit.model.albert import AlbertConfig, AlbertModel
+    from bertkit.model.electra import ElectraConfig, ElectraForPreTraining
+    from bertkit.model.roberta import RobertaConfig, RobertaForMaskedLM
+
+    sizes = dict(vocab_size=setup["vocab"], hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=64)
+    model = {"electra": lambda: ElectraForPreTraining(ElectraConfig.from_dict({**sizes, "embedding_size": 16})),
+             "roberta": lambda: RobertaForMaskedLM(RobertaConfig.from_dict({**sizes, "pad_token_id": 0})),
+             "albert": lambda: AlbertModel(AlbertConfig.from_dict({**sizes, "embedding_size": 16}))}[family]()
+    teacher = tmp_path / family
+    model.save_pretrained(teacher)
+    Tokenizer.from_pretrained(setup["tok"]).save_pretrained(teacher)
+    out = tmp_path / "run"
+    code = main(["distill", "--teacher", str(teacher), "--data", str(setup["data"]), "--output-dir", str(out),
+                 *STEPS, *QUIET, "--max-steps", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err == (f"bertkit: error: {teacher}: general distillation takes a teacher of model_type 'bert', got "
+                   f"'{family}'; task distillation (--task) takes bert, albert, roberta, electra teachers fine-tuned "
+                   "on the task")
+    assert not out.exists()
+
+
 def test_hugging_face_masked_lm_teacher(setup, tmp_path):
     """A teacher saved by transformers (BertForMaskedLM: MLM head, no pooler, no NSP head)."""
     import transformers

@@ -42,9 +42,12 @@ student hidden state m (0 = embeddings) to teacher hidden state m * L / N and st
 layer j's attention to teacher layer (j + 1) * L / N - 1 (TinyBERT's uniform mapping,
 the last layers matched).
 
-Teacher. Any bertkit or Hugging Face BERT checkpoint, run in eval mode under
+Teacher. A bertkit or Hugging Face checkpoint, run in eval mode under
 `torch.inference_mode` (its outputs are cloned into ordinary tensors before they meet
-the student's graph). General distillation needs the teacher's MLM head for the soft
+the student's graph): general distillation takes BERT (model_type "bert"; the student is
+a `BertForPreTraining`; any other model_type is refused in one line naming the teacher),
+task distillation every model family (BERT, RoBERTa, ELECTRA, ALBERT: the student is the
+teacher's head class). General distillation needs the teacher's MLM head for the soft
 targets: a checkpoint without one (a bare `BertModel` such as all-MiniLM-L6-v2) is
 refused unless `alpha_soft=0`, in which case the student learns from the hidden-state
 losses and the hard MLM loss (its MLM head starting fresh). `cache_teacher` stores in
@@ -345,6 +348,22 @@ def build_config(cls, values: dict[str, Any], overrides: dict[str, str], source:
 # ---------------------------------------------------------------------------- teacher loading
 
 
+GENERAL_TEACHER_TYPES = ("bert",)  # model_type values general distillation takes (its student: BertForPreTraining)
+
+
+def check_general_teacher(directory: str | Path) -> None:
+    """Raises in one line naming `directory` unless its config.json's model_type is one
+    general distillation takes (an ELECTRA or RoBERTa checkpoint would otherwise fail on
+    a config field BERT lacks)."""
+    from bertkit.model.families import MODEL_FAMILIES, read_model_type
+
+    model_type = read_model_type(directory)
+    if model_type not in GENERAL_TEACHER_TYPES:
+        raise BertkitError(f"{directory}: general distillation takes a teacher of model_type "
+                           f"{' or '.join(map(repr, GENERAL_TEACHER_TYPES))}, got {model_type!r}; task distillation "
+                           f"(--task) takes {', '.join(MODEL_FAMILIES)} teachers fine-tuned on the task")
+
+
 def load_teacher(cls, directory: str | Path, **kwargs) -> nn.Module:
     """`cls.from_pretrained(directory)` in eval mode with gradients off."""
     teacher = cls.from_pretrained(directory, **kwargs)
@@ -625,6 +644,7 @@ def prepare_general(config: DistillConfig, checkpoint: Path | None = None):
     from bertkit.data.masking import MaskingConfig
     from bertkit.model import BertForPreTraining
 
+    check_general_teacher(config.teacher)
     train, eval_data = _open_data(config)
     teacher = load_teacher(BertForPreTraining, config.teacher)
     check_teacher_vocabulary(config.teacher, teacher.config, train)
