@@ -170,6 +170,19 @@ def test_bad_input_fails_in_one_line_before_training(setup, tmp_path, capsys, ca
     assert not out.exists()
 
 
+@pytest.mark.parametrize("warmup, warned", [(None, True), ("2", True), ("1", False)])
+def test_warmup_not_below_max_steps_warns(warmup, warned, setup, tmp_path, capsys):
+    """`--max-steps 2` keeps the default 1,000 warm-up steps: one line says the lr never reaches its peak
+    (the same warning as `bertkit pretrain`'s)."""
+    extra = [] if warmup is None else ["--set", f"warmup_steps={warmup}"]
+    assert main(["distill", "--teacher", str(setup["teacher"]), "--data", str(setup["data"]), "--output-dir",
+                 str(tmp_path / "run"), "--batch-size", "4", "--lr", "1e-3", "--max-steps", "2", *QUIET, *extra]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warmup_steps" in line]
+    expected = 1000 if warmup is None else int(warmup or 0)
+    assert lines == ([f"bertkit: warning: warmup_steps {expected} >= max_steps 2: the learning rate never reaches "
+                      "its peak 0.001 (lower it with --set warmup_steps=N)"] if warned else [])
+
+
 @pytest.mark.parametrize("family", ["electra", "roberta", "albert"])
 def test_non_bert_teacher_is_refused_in_one_line(family, setup, tmp_path, capsys):
     """General distillation's student is a BertForPreTraining: an ELECTRA discriminator (runs/electra/final),

@@ -1,1 +1,12 @@
 """CLI subcommands: each module registers one command (family) via add_parser."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def warn(message: str | None) -> None:
+    """`bertkit: warning: MESSAGE` on stderr, once per run (rank 0 under torchrun); None: nothing."""
+    if message and os.environ.get("RANK", "0") == "0":
+        print(f"bertkit: warning: {message}", file=sys.stderr)

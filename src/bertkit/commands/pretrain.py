@@ -8,8 +8,8 @@ Runs as one process, or under `torchrun` with one process per device.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+
+from bertkit.commands import warn
 
 
 def add_parser(subparsers) -> None:
@@ -49,9 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         values.setdefault("data", "<saved>")  # the run's saved configuration supplies it
     config = build_config(values, overrides, source=args.config or "config")
-    if not args.resume and 0 < config.max_steps <= config.warmup_steps and os.environ.get("RANK", "0") == "0":
-        print(f"bertkit: warning: warmup_steps {config.warmup_steps} >= max_steps {config.max_steps}: the learning "
-              f"rate never reaches its peak {config.lr:g} (lower it with --set warmup_steps=N)", file=sys.stderr)
+    if not args.resume:  # a resumed run keeps its saved schedule
+        warn(config.warmup_warning())
     result = pretrain(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides)
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")

@@ -82,6 +82,14 @@ class TrainingConfig:
             if not self.metric_for_best:
                 raise ConfigError("field 'early_stopping_patience' needs 'metric_for_best' (the metric to watch)")
 
+    def warmup_warning(self) -> str | None:
+        """One line when warm-up lasts the whole run, so the lr never reaches its peak (a
+        `max_steps=20` smoke run keeps the default 1,000 warm-up steps otherwise silently); else None."""
+        if 0 < self.max_steps <= self.warmup_steps:
+            return (f"warmup_steps {self.warmup_steps} >= max_steps {self.max_steps}: the learning rate never reaches "
+                    f"its peak {self.lr:g} (lower it with --set warmup_steps=N)")
+        return None
+
     def best_is_greater(self) -> bool:
         """Whether a larger `metric_for_best` is better (explicit, else: unless it is a loss)."""
         if self.greater_is_better is not None:
