@@ -106,6 +106,31 @@ def test_bad_input_names_file_and_line(tmp_path, name, content, message):
         mc.read_examples(path)
 
 
+@pytest.mark.parametrize("header, label, message", [
+    # a misnamed ending3 (SWAG's four endings) read as three choices: the label error names the columns found
+    ("sent1,sent2,ending0,ending1,ending2,end3,label", "3",
+     r"swag.csv:2: label 3 is not a choice index \(0..2\): choices come from columns ending0, ending1, ending2 "
+     r"\(other columns: end3\); is a column misnamed\?$"),
+    ("video-id,sent1,sent2,gold-source,ending0,ending1,ending2,label", "3",
+     r"swag.csv:2: label 3 is not a choice index \(0..2\): choices come from columns ending0, ending1, ending2; "
+     r"is a column misnamed\?$"),
+    # caught from the header alone (an unlabelled test split too): an ending-like name, a gap in the numbers
+    ("sent1,sent2,ending0,ending1,ending2,Ending_3", None,
+     r"swag.csv:1: column 'Ending_3' looks like a choice but is not read \(choices come from columns ending0, "
+     r"ending1, ending2\); name it ending3$"),
+    ("sent1,sent2,ending0,ending1,ending3,label", "1",
+     r"swag.csv:1: choices come from columns ending0, ending1, ending3; they must be numbered ending0..ending2 "
+     r"without gaps \(is a column misnamed\?\)$"),
+])
+def test_swag_misnamed_ending_column(tmp_path, header, label, message):
+    names = header.split(",")
+    values = {"sent1": "A man sits.", "sent2": "He", "label": label or ""}
+    path = tmp_path / "swag.csv"
+    path.write_text(header + "\n" + ",".join(values.get(name, "x") for name in names) + "\n")
+    with pytest.raises(BertkitError, match=message):
+        mc.read_examples(path)
+
+
 def test_labels_file_of_another_length(tmp_path):
     data = tmp_path / "valid.jsonl"
     data.write_text('{"goal": "g", "sol1": "a", "sol2": "b"}\n{"goal": "h", "sol1": "a", "sol2": "b"}\n')

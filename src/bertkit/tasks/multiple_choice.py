@@ -23,6 +23,7 @@ Formats read by `read_examples`:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from bertkit.tasks.records import as_text, column_index, file_kind, iter_jsonl, 
 MODEL_CLASS_NAME = "BertForMultipleChoice"
 CONTEXT_FIELDS = ("context", "question", "goal", "ctx", "sent1")
 CHOICE_FIELDS = ("choices", "endings")
+SWAG_COLUMNS = ("", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "label")  # + ending0..
 NUMBERED_CHOICE_PREFIXES = ("sol", "ending")  # sol1, sol2 (PIQA, from 1); ending0.. (SWAG, from 0)
 ENCODE_BATCH = 1000  # (context, choice) pairs per tokenizer call
 
@@ -97,18 +99,36 @@ def read_examples(path: str | Path, labels_path: str | Path | None = None) -> li
 
 
 def _read_swag(path: str | Path) -> list[MultipleChoiceExample]:
+    """Examples of a SWAG CSV. The choices are the columns ending0..ending{C-1}: a gap in
+    their numbers, a column that looks like a misnamed ending ("ending_3", "Ending3") or a
+    label >= C fails in one line naming the ending columns found."""
     header, rows = read_table(path)
     context = column_index(header, "sent1", path)
     start = column_index(header, "sent2", path)
-    numbered = [(_numbered(name, "ending"), column) for column, name in enumerate(header)]
-    endings = [column for number, column in sorted(n for n in numbered if n[0] is not None)]
+    numbered = sorted((number, column) for column, name in enumerate(header)
+                      if (number := _numbered(name, "ending")) is not None)
+    endings = [column for _, column in numbered]
     if not endings:
         column_index(header, "ending0", path)  # raises: names the missing column
+    found = f"choices come from columns {', '.join(header[column] for column in endings)}"
+    if [number for number, _ in numbered] != list(range(len(numbered))):
+        raise BertkitError(f"{path}:1: {found}; they must be numbered ending0..ending{len(numbered) - 1} without gaps "
+                           "(is a column misnamed?)")
+    lookalikes = [name for name in header if name not in SWAG_COLUMNS and _numbered(name, "ending") is None
+                  and re.fullmatch(r"endings?\d*", re.sub(r"[\W_]", "", name.lower()))]
+    if lookalikes:
+        raise BertkitError(f"{path}:1: column {lookalikes[0]!r} looks like a choice but is not read ({found}); "
+                           f"name it ending{len(endings)}")
+    unknown = [name for name in header if name not in SWAG_COLUMNS and _numbered(name, "ending") is None]
     label = header.index("label") if "label" in header else None
     examples = []
     for line_no, fields in rows:
         choices = [f"{fields[start]} {fields[column]}".strip() for column in endings]
         value = None if label is None else _index_label(fields[label], path, line_no)
+        if value is not None and not 0 <= value < len(endings):
+            other = f" (other columns: {', '.join(unknown)})" if unknown else ""
+            raise BertkitError(f"{path}:{line_no}: label {value} is not a choice index (0..{len(endings) - 1}): "
+                               f"{found}{other}; is a column misnamed?")
         examples.append(MultipleChoiceExample(fields[context], choices, value, str(path), line_no))
     return examples
 
