@@ -576,7 +576,17 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
                    "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
                    "bertkit_task.json, best_metrics.json)")
                   + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`" + _qa_files(prepared, run)),
+        *qa_threshold_note(prepared.spec),
     ]
+
+
+def qa_threshold_note(spec) -> list[tuple[str, str]]:
+    """SQuAD v2.0: a report section giving the unit of the no-answer thresholds."""
+    if spec.family != "qa" or spec.squad_version != 2:
+        return []
+    from bertkit.tasks.qa import NULL_THRESHOLD_NOTE
+
+    return [("No-answer threshold unit", NULL_THRESHOLD_NOTE)]
 
 
 def _qa_files(prepared: PreparedTask, run: RunOutcome) -> str:

@@ -106,3 +106,14 @@ def test_na_prob_with_v1_scoring_and_bad_na_file(tmp_path, capsys):
 def test_evaluate_without_task_prints_help(capsys):
     assert main(["evaluate"]) == 2
     assert "squad" in capsys.readouterr().out
+
+
+def test_squad_help_says_each_routes_threshold_unit(capsys):
+    """v2.0 thresholds: --model gives a null-score difference, --predictions with --na-prob the file's unit
+    (a probability for dev_na_probs.json); --help says which route prints which."""
+    with pytest.raises(SystemExit):
+        main(["evaluate", "squad", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "with --model a score difference, null score minus best span score" in text
+    assert "best_exact_thresh_unit and best_f1_thresh_unit" in text
+    assert "with --predictions and --na-prob the unit of the --na-prob file, as the official script" in text

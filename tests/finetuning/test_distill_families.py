@@ -329,6 +329,8 @@ def test_squad_end_to_end(version, teachers, tmp_path, capsys):
     task = json.loads((out / "best" / "bertkit_task.json").read_text())
     assert (task["family"], task["squad_version"], task["doc_stride"], task["max_seq_length"]) == ("qa", version, 16, 64)
     assert (out / "dev_predictions.json").is_file() and (out / "dev_na_probs.json").is_file() == (version == 2)
+    # v2.0: report.md says the thresholds' unit (a null-score difference; dev_na_probs.json gives probabilities)
+    assert ("## No-answer threshold unit" in (out / "report.md").read_text()) == (version == 2)
     result = evaluate(capsys, "squad", "--model", str(out / "best"), "--data", str(dev))
     assert result["f1"] == pytest.approx(summary["eval_f1"])  # v2.0: the threshold chosen on dev was saved
     context = "The Kestrel Valley railway opened in 1887 to carry slate."

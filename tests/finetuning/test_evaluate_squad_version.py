@@ -11,7 +11,8 @@ from conftest import QUIET
 
 V1_KEYS = {"exact_match", "f1"}
 V2_KEYS = {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1",
-           "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}
+           "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh",
+           "best_exact_thresh_unit", "best_f1_thresh_unit"}  # --model: thresholds are null-score differences
 
 
 def _finetune_v1(tiny_model_dir, fixtures, output_dir) -> str:

@@ -246,15 +246,25 @@ def test_squad(version, tiny_model_dir, fixtures, tmp_path, capsys):
     keys = {"exact_match", "f1"} if version == 1 else {
         "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total",
         "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}
-    assert set(result) == keys
+    # v2.0: the thresholds' unit (a null-score difference here, a probability on the official route)
+    units = {"best_exact_thresh_unit", "best_f1_thresh_unit"} if version == 2 else set()
+    assert set(result) == keys | units
     assert result["f1"] == pytest.approx(summary["eval_f1"])  # the saved threshold reproduces the dev score
     if version == 2:
         assert result["f1"] == pytest.approx(result["best_f1"])  # the threshold was chosen on this file
+        assert result["best_f1_thresh_unit"] == result["best_exact_thresh_unit"] == "null score minus best span score"
+        assert result["best_f1_thresh"] == pytest.approx(task["null_threshold"])
+        report = (tmp_path / "squad" / "report.md").read_text()
+        assert "## No-answer threshold unit" in report and "null score minus best span score" in report
     files = ["--predictions", str(tmp_path / "squad" / "dev_predictions.json")]
     if version == 2:
         files += ["--na-prob", str(tmp_path / "squad" / "dev_na_probs.json")]
     assert main(["evaluate", "squad", "--data", str(dev), *files]) == 0
-    assert json.loads(capsys.readouterr().out)["f1"] == pytest.approx(result["f1"])
+    official = json.loads(capsys.readouterr().out)
+    assert official["f1"] == pytest.approx(result["f1"])
+    assert set(official) == keys  # the official script's keys only
+    if version == 2:  # the official sweep over dev_na_probs.json = sigmoid(difference): a probability
+        assert 0.0 <= official["best_f1_thresh"] <= 1.0
 
     context = "The Kestrel Valley railway opened in 1887 to carry slate."
     assert main(["predict", "--model", str(best), "When did the railway open?", context]) == 0

@@ -29,7 +29,13 @@ def add_parser(subparsers) -> None:
 
 def _add_squad(tasks) -> None:
     p = tasks.add_parser("squad", help="SQuAD v1.1 / v2.0 exact match and F1 (official evaluate-v1.1/v2.0 keys)",
-                         description="Official SQuAD scoring of a predictions JSON {question id: answer text}.")
+                         description="Official SQuAD scoring of a predictions JSON {question id: answer text}, or "
+                                     "of a fine-tuned model's answers. SQuAD v2.0 thresholds (best_exact_thresh, "
+                                     "best_f1_thresh) come in each route's unit: with --model a score difference, "
+                                     "null score minus best span score (keys best_exact_thresh_unit and "
+                                     "best_f1_thresh_unit say so); with --predictions and --na-prob the unit of the "
+                                     "--na-prob file, as the official script (a probability for a run's "
+                                     "dev_na_probs.json, which holds sigmoid(difference)).")
     p.add_argument("--data", required=True, metavar="FILE", help="official SQuAD dataset JSON (e.g. dev-v1.1.json)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--predictions", metavar="FILE",
@@ -39,7 +45,8 @@ def _add_squad(tasks) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="with --model")
     p.add_argument("--no-progress", action="store_true", help="with --model: no progress bars")
     p.add_argument("--na-prob", metavar="FILE", help="v2.0: JSON {question id: no-answer probability}; "
-                                                    "adds best_exact/best_f1 and their thresholds")
+                                                    "adds best_exact/best_f1 and their thresholds (in "
+                                                    "the file's unit: probabilities)")
     p.add_argument("--na-prob-thresh", type=float, default=1.0, metavar="P",
                    help='v2.0: predict "" when the no-answer probability exceeds this (default 1.0)')
     p.add_argument("--version", choices=("auto", "1", "2"), default="auto",
@@ -143,6 +150,7 @@ def run_squad(args: argparse.Namespace) -> int:
 
 def _run_squad_model(args: argparse.Namespace) -> int:
     from bertkit.prediction import evaluate, load_finetuned
+    from bertkit.tasks.qa import NULL_THRESHOLD_UNIT
 
     if args.na_prob:
         raise BertkitError("--na-prob goes with --predictions; with --model the model's own no-answer scores are used")
@@ -159,7 +167,10 @@ def _run_squad_model(args: argparse.Namespace) -> int:
     overrides = {"squad_version": version}
     with _warnings_to_stderr():
         result = evaluate(loaded, args.data, batch_size=args.batch_size, progress=not args.no_progress, **overrides)
-    result.pop("examples")  # the official script's keys only
+    result.pop("examples")  # the official script's keys, plus the unit of its thresholds (v2.0)
+    for name in ("best_exact_thresh", "best_f1_thresh"):
+        if name in result:  # a null-score difference here, a probability with --na-prob dev_na_probs.json
+            result[f"{name}_unit"] = NULL_THRESHOLD_UNIT
     print(json.dumps(result))
     return 0
 

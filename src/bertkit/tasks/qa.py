@@ -57,6 +57,16 @@ MODEL_CLASS_NAME = "BertForQuestionAnswering"
 ENCODE_BATCH = 1000  # examples per tokenizer call
 SIDE_PREFIX = "_"  # feature keys that are not model inputs (dropped by `collate`)
 NO_SPAN = -1  # offset of a token outside the passage
+# The unit of the v2.0 no-answer thresholds bertkit tunes and scores with (null_threshold in
+# bertkit_task.json; best_exact_thresh / best_f1_thresh of `evaluate squad --model` and of the
+# dev metrics). dev_na_probs.json holds sigmoid(null_diff) instead, so the official route
+# (`evaluate squad --predictions ... --na-prob ...`) gives its thresholds as probabilities.
+NULL_THRESHOLD_UNIT = "null score minus best span score"
+NULL_THRESHOLD_NOTE = (
+    "best_exact_thresh / best_f1_thresh in the dev metrics (and null_threshold in best/bertkit_task.json) are a "
+    f"score difference, {NULL_THRESHOLD_UNIT}: a question is answered when its difference is <= the threshold. "
+    "`dev_na_probs.json` holds sigmoid(difference), so `bertkit evaluate squad --predictions dev_predictions.json "
+    "--na-prob dev_na_probs.json` gives its thresholds as probabilities (the official script's semantics).")
 
 
 @dataclass

@@ -1099,6 +1099,7 @@ def _task_name(spec) -> str:
 
 def _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
                        seconds) -> Path:
+    from bertkit.finetuning import qa_threshold_note
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -1133,5 +1134,6 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
         ("Files", f"`best/` (HF {type(student).__name__} layout + tokenizer + bertkit_task.json; loads with "
                   f"`bertkit predict/evaluate` and transformers), `final/`, `metrics.jsonl`, `{RUN_CONFIG_FILE}`"
                   + qa_files),
+        *qa_threshold_note(prepared.spec),
     ]
     return write_report(output_dir, f"Task distillation run: {output_dir.name}", sections, plots)
