@@ -125,7 +125,7 @@ def test_teacher_without_mlm_head(setup, tmp_path, capsys):
     Tokenizer.from_pretrained(setup["tok"]).save_pretrained(bare)
     out = tmp_path / "bare-run"
     assert main(["distill", "--teacher", str(bare), "--data", str(setup["data"]), "--output-dir", str(out),
-                 *STEPS, *QUIET, "--max-steps", "1"]) == 1
+                 *STEPS, *QUIET, "--max-steps", "2"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "has no MLM head (cls.predictions)" in err and "--set alpha_soft=0" in err
@@ -163,7 +163,7 @@ def test_bad_input_fails_in_one_line_before_training(setup, tmp_path, capsys, ca
         expected = "the student has 4 heads and the teacher 2"
     out = tmp_path / "run"
     code = main(["distill", "--teacher", str(teacher), "--data", str(setup["data"]), "--output-dir", str(out),
-                 *STEPS, *QUIET, "--max-steps", "1", *extra])
+                 *STEPS, *QUIET, "--max-steps", "2", *extra])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1 and err.startswith("bertkit: error: "), err
     assert expected in err, err
@@ -201,7 +201,7 @@ def test_non_bert_teacher_is_refused_in_one_line(family, setup, tmp_path, capsys
     Tokenizer.from_pretrained(setup["tok"]).save_pretrained(teacher)
     out = tmp_path / "run"
     code = main(["distill", "--teacher", str(teacher), "--data", str(setup["data"]), "--output-dir", str(out),
-                 *STEPS, *QUIET, "--max-steps", "1"])
+                 *STEPS, *QUIET, "--max-steps", "2"])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
     assert err == (f"bertkit: error: {teacher}: general distillation takes a teacher of model_type 'bert', got "
