@@ -173,7 +173,7 @@ ARMS = {
     "random": ("", "", "", "abcd"),  # the no-pre-training control (mlm's config, fresh weights)
 }
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
-             "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2"}
+             "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2 qnli"}
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -655,6 +655,57 @@ def cmd_spread(args: argparse.Namespace) -> None:
         print(f"| {run.parent.name} | {s['cls']:.4f} | {s.get('pooler', float('nan')):.4f} | {s['mean_tokens']:.4f} |")
 
 
+def corpus_tail_lines(count: int, min_words: int = 12) -> list[str]:
+    """The corpus's last `count` lines of at least `min_words` words (Austen, as in training)."""
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as handle:
+        lines = [line for line in handle.read().splitlines() if len(line.split()) >= min_words]
+    return lines[-count:]
+
+
+def detection_auroc(run: Path, texts: list[str], seed: int = 0, rate: float = 0.15) -> dict:
+    """How well an ELECTRA discriminator separates replaced from original tokens: AUROC of
+    its logits when `rate` of the real tokens are replaced (a) by uniformly random vocabulary
+    ids, (b) by samples of the run's own generator at [MASK]-ed positions (as in training)."""
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    from bertkit import Tokenizer
+    from bertkit.model.electra import ElectraForMaskedLM, ElectraForPreTraining
+
+    tokenizer = Tokenizer.from_pretrained(run)
+    discriminator = ElectraForPreTraining.from_pretrained(run).eval()
+    generator = ElectraForMaskedLM.from_pretrained(run / "generator").eval()
+    batch = tokenizer(texts, truncation=True, max_length=64, padding=True, return_tensors="pt")
+    ids, mask, types = batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+    special = torch.isin(ids, torch.tensor(sorted(tokenizer.all_special_ids)))
+    real = mask.bool() & ~special
+    rng = np.random.default_rng(seed)
+    chosen = torch.from_numpy(rng.random(ids.shape) < rate) & real
+    sampler = torch.Generator().manual_seed(seed)
+    out = {}
+    with torch.inference_mode():
+        for kind in ("uniform", "generator"):
+            corrupted = ids.clone()
+            if kind == "uniform":
+                corrupted[chosen] = torch.randint(len(tokenizer.all_special_ids), discriminator.config.vocab_size,
+                                                  (int(chosen.sum()),), generator=sampler)
+            else:
+                masked = ids.masked_fill(chosen, tokenizer.mask_token_id)
+                probs = generator(masked, types, mask).logits[chosen].softmax(-1)  # (N, V)
+                corrupted[chosen] = torch.multinomial(probs, 1, generator=sampler).squeeze(-1)
+            logits = discriminator(corrupted, types, mask).logits[real].numpy()
+            replaced = (corrupted != ids)[real].numpy()
+            out[kind] = {"replaced_fraction": float(replaced.mean()), "auroc": float(roc_auc_score(replaced, logits))}
+    return out
+
+
+def cmd_detect(args: argparse.Namespace) -> None:
+    """Print detection_auroc of the ELECTRA arm on the corpus's last 300 long lines."""
+    result = detection_auroc(args.work_dir / "runs" / "pt-electra" / "final", corpus_tail_lines(300))
+    for kind, values in result.items():
+        print(f"{kind}: replaced {values['replaced_fraction']:.3f}, AUROC {values['auroc']:.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
@@ -667,20 +718,20 @@ def main(argv: list[str] | None = None) -> None:
     budget.add_argument("--preset", default="tiny")
     budget.add_argument("--max-seq-length", type=int, default=128)
     budget.add_argument("--batch-size", type=int, default=32)
-    budget.add_argument("--pretrain-steps", type=int, default=200)
+    budget.add_argument("--pretrain-steps", type=int, default=2000)
     budget.add_argument("--pretrain-lr", type=float, default=1e-3)
-    budget.add_argument("--save-steps", type=int, default=100)
+    budget.add_argument("--save-steps", type=int, default=500)
     budget.add_argument("--generator-size", type=float, default=0.25)
     budget.add_argument("--slice-chars", type=int, default=350_000, help="(c): characters of the corpus slice")
-    budget.add_argument("--dupe-factor", type=int, default=2, help="(c): static masking's copies")
+    budget.add_argument("--dupe-factor", type=int, default=20, help="(c): static masking's copies")
     budget.add_argument("--ft-lr", type=float, default=3e-4, help="ELECTRA-Small's fine-tuning lr (1e-4 left every arm at the majority class)")
-    budget.add_argument("--mrpc-epochs", type=int, default=1)
+    budget.add_argument("--mrpc-epochs", type=int, default=3)
     budget.add_argument("--mrpc-train", type=int, default=None, help="MRPC train subset (default: all)")
-    budget.add_argument("--sst2-train", type=int, default=2000)
-    budget.add_argument("--sst2-epochs", type=int, default=2)
-    budget.add_argument("--qnli-train", type=int, default=1500)
-    budget.add_argument("--qnli-dev", type=int, default=1000)
-    budget.add_argument("--qnli-epochs", type=int, default=2)
+    budget.add_argument("--sst2-train", type=int, default=8000)
+    budget.add_argument("--sst2-epochs", type=int, default=3)
+    budget.add_argument("--qnli-train", type=int, default=4000)
+    budget.add_argument("--qnli-dev", type=int, default=1463)
+    budget.add_argument("--qnli-epochs", type=int, default=3)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run steps (skipping those with a recorded result)")
     run.add_argument("steps", nargs="+", help="step names, ablation letters a b c d, or all")
@@ -697,6 +748,8 @@ def main(argv: list[str] | None = None) -> None:
     probe.set_defaults(func=cmd_probe)
     commands.add_parser("spread", help="how much each arm's [CLS] output varies over SST-2 dev sentences").set_defaults(
         func=cmd_spread)
+    commands.add_parser("detect", help="ELECTRA discriminator: AUROC on random vs generator-sampled replacements"
+                        ).set_defaults(func=cmd_detect)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)
