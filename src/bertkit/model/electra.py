@@ -38,6 +38,8 @@ from bertkit.model.task_heads import (
     BertForTokenClassification,
     BertTaskModel,
     FirstTokenClassificationHead,
+    choice_output,
+    flatten_choices,
 )
 from bertkit.model.unpad import UnpadSwitch
 
@@ -399,16 +401,10 @@ class ElectraForMultipleChoice(ElectraPreTrainedModel, BertTaskModel):
     ) -> MultipleChoiceModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, C, T) int; labels: (B,) int64
         index of the right choice. logits: (B, C)."""
-        num_choices = input_ids.shape[1]
-        ids, types, mask = (None if x is None else x.reshape(-1, x.shape[-1])  # (B * C, T)
-                            for x in (input_ids, token_type_ids, attention_mask))
+        ids, types, mask = flatten_choices(input_ids, token_type_ids, attention_mask)  # (B * C, T)
         if self.sequence_summary.summary_type == "first":
             out = self.encode_for_first_token(ids, types, mask, output_hidden_states, output_attentions)
         else:  # the last position / the mean over T read padding states too (transformers'): run padded
             out = self.electra(ids, types, mask, output_hidden_states, output_attentions, unpad=False)
         scores = self.classifier(self.sequence_summary(out.last_hidden_state))  # (B * C, 1)
-        logits = scores.view(-1, num_choices)  # (B, C)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits, labels.view(-1), ignore_index=IGNORE_INDEX)
-        return MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)
+        return choice_output(scores, input_ids.shape[1], labels, out)

@@ -274,20 +274,25 @@ class BertForMultipleChoice(BertTaskModel):
     ) -> MultipleChoiceModelOutput:
         """input_ids, token_type_ids, attention_mask: (B, C, T) int; labels: (B,) int64
         index of the right choice."""
-        num_choices = input_ids.shape[1]
-
-        def flat(x: torch.Tensor | None) -> torch.Tensor | None:
-            return None if x is None else x.reshape(-1, x.shape[-1])  # (B * C, T)
-
-        out = self.encode_for_first_token(
-            flat(input_ids), flat(token_type_ids), flat(attention_mask), output_hidden_states, output_attentions
-        )
+        ids, types, mask = flatten_choices(input_ids, token_type_ids, attention_mask)
+        out = self.encode_for_first_token(ids, types, mask, output_hidden_states, output_attentions)
         scores = self.classifier(self.dropout(out.pooler_output))  # (B * C, 1)
-        logits = scores.view(-1, num_choices)  # (B, C)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits, labels.view(-1), ignore_index=IGNORE_INDEX)
-        return MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)
+        return choice_output(scores, input_ids.shape[1], labels, out)
+
+
+def flatten_choices(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """(B, C, T) multiple-choice inputs as (B * C, T) rows (None stays None)."""
+    return tuple(None if x is None else x.reshape(-1, x.shape[-1]) for x in tensors)
+
+
+def choice_output(scores: torch.Tensor, num_choices: int, labels: torch.Tensor | None, out) -> MultipleChoiceModelOutput:
+    """One score per (context, choice) row (B * C, 1) -> logits (B, C), and the
+    cross-entropy over the choices when `labels` (B,) are given (-100 ignored)."""
+    logits = scores.view(-1, num_choices)  # (B, C)
+    loss = None
+    if labels is not None:
+        loss = F.cross_entropy(logits, labels.view(-1), ignore_index=IGNORE_INDEX)
+    return MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)
 
 
 TASK_MODEL_CLASSES = {
