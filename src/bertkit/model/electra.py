@@ -27,7 +27,7 @@ from torch import nn
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask, labelled_rows
+from bertkit.model.bert import BertPreTrainedModel, broadcast_attention_mask, labelled_rows
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
