@@ -576,13 +576,15 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
                    "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
                    "bertkit_task.json, best_metrics.json)")
                   + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`" + _qa_files(prepared, run)),
-        *qa_threshold_note(prepared.spec),
+        *qa_threshold_note(prepared),
     ]
 
 
-def qa_threshold_note(spec) -> list[tuple[str, str]]:
-    """SQuAD v2.0: a report section giving the unit of the no-answer thresholds."""
-    if spec.family != "qa" or spec.squad_version != 2:
+def qa_threshold_note(prepared: PreparedTask) -> list[tuple[str, str]]:
+    """SQuAD v2.0 with a dev set (where the thresholds are chosen): a report section giving
+    the unit of the no-answer thresholds."""
+    spec = prepared.spec
+    if spec.family != "qa" or spec.squad_version != 2 or prepared.dev is None:
         return []
     from bertkit.tasks.qa import NULL_THRESHOLD_NOTE
 

@@ -107,8 +107,10 @@ def with_objective_defaults(values: dict[str, Any], objective: str) -> dict[str,
     return merged
 
 
-def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False, resume_overrides: dict | None = None):
-    """Run pre-training; returns the loop's `TrainResult`."""
+def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False, resume_overrides: dict | None = None,
+             on_start=None):
+    """Run pre-training; returns the loop's `TrainResult`. `on_start(config)` runs once every
+    check has passed, just before the first step (the CLI's warnings: an error stays one line)."""
     from bertkit.data.dataset import PretrainingDataset
     from bertkit.data.masking import MaskingConfig
     from bertkit.objectives import get_objective
@@ -154,6 +156,8 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+            if on_start is not None:
+                on_start(config)
         started = time.perf_counter()
         result = trainer.train(model, resume_from=checkpoint)
         if ctx.is_main:

@@ -141,6 +141,7 @@ def test_errors_are_one_line(data_dir, tmp_path, capsys):
     assert "field 'masking' must be one of" in error(pretrain_args(data_dir, out, "--set", "masking=words"))
     assert "no such" in error(pretrain_args(tmp_path / "nothing", out))
     assert main(pretrain_args(data_dir, out, "--set", "max_steps=1")) == 0
+    capsys.readouterr()  # that run's own output (its warm-up warning)
     assert "already holds a run" in error(pretrain_args(data_dir, out, "--set", "max_steps=1"))
     # a model whose vocabulary is not the one the data was built with
     other = tmp_path / "other"

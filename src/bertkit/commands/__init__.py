@@ -10,3 +10,9 @@ def warn(message: str | None) -> None:
     """`bertkit: warning: MESSAGE` on stderr, once per run (rank 0 under torchrun); None: nothing."""
     if message and os.environ.get("RANK", "0") == "0":
         print(f"bertkit: warning: {message}", file=sys.stderr)
+
+
+def warn_about_schedule(config) -> None:
+    """A training config's schedule warnings (warm-up as long as the run); given to the
+    library's `on_start`, so they come after every check and an error stays one line."""
+    warn(config.warmup_warning())

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bertkit.commands import warn
+from bertkit.commands import warn_about_schedule
 from bertkit.commands.finetune import FAMILIES, SQUAD_MAX_SEQ_LENGTH, TASK_FIELDS, add_task_options
 
 # flag attribute -> config field, for both modes
@@ -171,9 +171,8 @@ def run(args: argparse.Namespace) -> int:
         values.setdefault("data", "<saved>")
         values.setdefault("teacher", "<saved>")
     config = build_config(DistillConfig, values, overrides, source=args.config or "config")
-    if not args.resume:  # a resumed run keeps its saved schedule
-        warn(config.warmup_warning())
-    result = distill_general(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides)
+    result = distill_general(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides,
+                             on_start=None if args.resume else warn_about_schedule)  # resumed: its saved schedule
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.commands import warn
+from bertkit.commands import warn_about_schedule
 
 
 def add_parser(subparsers) -> None:
@@ -49,9 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         values.setdefault("data", "<saved>")  # the run's saved configuration supplies it
     config = build_config(values, overrides, source=args.config or "config")
-    if not args.resume:  # a resumed run keeps its saved schedule
-        warn(config.warmup_warning())
-    result = pretrain(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides)
+    result = pretrain(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides,
+                      on_start=None if args.resume else warn_about_schedule)  # a resumed run keeps its schedule
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
     return 0

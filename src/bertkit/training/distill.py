@@ -702,8 +702,9 @@ def general_cache_key(config: DistillConfig, teacher: nn.Module, train) -> str:
 
 
 def distill_general(config: DistillConfig, *, resume: bool = False, overwrite: bool = False,
-                    resume_overrides: dict[str, str] | None = None):
-    """Run general distillation (`bertkit distill --data DIR`); returns the loop's TrainResult."""
+                    resume_overrides: dict[str, str] | None = None, on_start=None):
+    """Run general distillation (`bertkit distill --data DIR`); returns the loop's TrainResult.
+    `on_start(config)` runs once every check has passed, just before the first step."""
     from bertkit.training import checkpoints as ckpt
     from bertkit.training.distributed import setup, teardown
     from bertkit.training.loop import Trainer
@@ -719,6 +720,8 @@ def distill_general(config: DistillConfig, *, resume: bool = False, overwrite: b
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+            if on_start is not None:
+                on_start(config)
         started = time.perf_counter()
         result = trainer.train(model, resume_from=checkpoint)
         if ctx.is_main:
@@ -1134,6 +1137,6 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
         ("Files", f"`best/` (HF {type(student).__name__} layout + tokenizer + bertkit_task.json; loads with "
                   f"`bertkit predict/evaluate` and transformers), `final/`, `metrics.jsonl`, `{RUN_CONFIG_FILE}`"
                   + qa_files),
-        *qa_threshold_note(prepared.spec),
+        *qa_threshold_note(prepared),
     ]
     return write_report(output_dir, f"Task distillation run: {output_dir.name}", sections, plots)
