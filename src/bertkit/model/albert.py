@@ -46,7 +46,7 @@ from torch import nn
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.attention import BertSelfAttention
-from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, broadcast_attention_mask, masked_lm
+from bertkit.model.bert import IGNORE_INDEX, BertPreTrainedModel, masked_lm, run_encoder
 from bertkit.model.dropout import Dropout
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import TiedDecoderHead
@@ -369,7 +369,6 @@ class AlbertModel(UnpadSwitch, AlbertPreTrainedModel):
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertTransformer(config)
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
-        self.unpad: bool | None = None
         self.init_weights()
 
     def forward(
@@ -387,13 +386,8 @@ class AlbertModel(UnpadSwitch, AlbertPreTrainedModel):
         `hidden_states` are zero at padding; real positions and the pooler as padded."""
         unpadding = self.unpadding_for(attention_mask, unpad, output_attentions)
         embedded = self.embeddings(input_ids, token_type_ids, unpadding=unpadding)  # (B, T, E), or packed (N, E)
-        if unpadding is None:
-            last, all_hidden, attentions = self.encoder(embedded, broadcast_attention_mask(attention_mask),
-                                                        output_hidden_states, output_attentions)
-        else:
-            last, all_hidden, attentions = self.encoder(embedded, unpadding.key_mask, output_hidden_states, False,
-                                                        unpadding=unpadding)
-            last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
+        last, all_hidden, attentions = run_encoder(self.encoder, embedded, attention_mask, unpadding,
+                                                   output_hidden_states, output_attentions)
         pooled = torch.tanh(self.pooler(last[:, 0])) if self.pooler is not None else None
         return BertModelOutput(last, pooled, all_hidden, attentions)
 

@@ -154,7 +154,6 @@ class BertModel(UnpadSwitch, BertPreTrainedModel):
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
-        self.unpad: bool | None = None
         self.init_weights()
 
     def forward(
@@ -221,10 +220,27 @@ class BertModel(UnpadSwitch, BertPreTrainedModel):
             last = query_rows.scatter(rows, unpadding.batch_size, unpadding.seq_len)  # (B, T, H)
             pooled = self.pooler(last) if self.pooler is not None else None
             return BertModelOutput(last, pooled, None, None)
-        last, all_hidden, _ = self.encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
-        last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
+        last, all_hidden, _ = run_encoder(self.encoder, hidden, None, unpadding, output_hidden_states)  # (B, T, H)
         pooled = self.pooler(last) if self.pooler is not None else None  # reads the [CLS] rows only
         return BertModelOutput(last, pooled, all_hidden, None)
+
+
+def run_encoder(
+    encoder: nn.Module,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    unpadding: Unpadding | None,
+    output_hidden_states: bool = False,
+    output_attentions: bool = False,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, tuple[torch.Tensor, ...] | None]:
+    """An encoder over embeddings `hidden`: padded (B, T, .) with the (B, T) mask, or packed
+    (N, .) rows with `unpadding` (then no attentions, and the outputs padded back to
+    (B, T, H) with zeros at padding). Returns (last, hidden states or None, attentions or None)."""
+    if unpadding is None:
+        return encoder(hidden, broadcast_attention_mask(attention_mask), output_hidden_states, output_attentions)
+    last, all_hidden, _ = encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
+    last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
+    return last, all_hidden, None
 
 
 def set_unpad(model: nn.Module, unpad: bool | None) -> nn.Module:

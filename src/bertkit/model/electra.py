@@ -27,7 +27,7 @@ from torch import nn
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.bert import BertPreTrainedModel, broadcast_attention_mask, labelled_rows
+from bertkit.model.bert import BertPreTrainedModel, labelled_rows, run_encoder
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
@@ -167,7 +167,6 @@ class ElectraModel(UnpadSwitch, ElectraPreTrainedModel):
         else:
             self.embeddings_project = None
         self.encoder = BertEncoder(config)
-        self.unpad: bool | None = None
         self.init_weights()
 
     def forward(
@@ -189,13 +188,9 @@ class ElectraModel(UnpadSwitch, ElectraPreTrainedModel):
         hidden = self.embeddings(input_ids, token_type_ids, unpadding=unpadding)  # (B, T, E), or packed (N, E)
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)  # (B, T, H) / (N, H)
-        if unpadding is None:
-            last, all_hidden, attentions = self.encoder(hidden, broadcast_attention_mask(attention_mask),
-                                                        output_hidden_states, output_attentions)
-            return BertModelOutput(last, None, all_hidden, attentions)
-        last, all_hidden, _ = self.encoder(hidden, unpadding.key_mask, output_hidden_states, False, unpadding=unpadding)
-        last, all_hidden = unpadding.pad_encoder_outputs(last, all_hidden)  # (B, T, H), zeros at padding
-        return BertModelOutput(last, None, all_hidden, None)
+        last, all_hidden, attentions = run_encoder(self.encoder, hidden, attention_mask, unpadding,
+                                                   output_hidden_states, output_attentions)
+        return BertModelOutput(last, None, all_hidden, attentions)
 
 
 @dataclass
