@@ -227,8 +227,13 @@ class PreparedTask:
     feature_cache: Any = None  # feature-based tagging: bertkit.tasks.feature_tagger.FeatureCache
 
 
-def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTask:
-    """Read, check and encode the data for `config` against its starting checkpoint."""
+LABEL_MAP_ADVICE = "to train a new head instead add --set reinit_head=true"
+
+
+def prepare(config: FinetuneConfig, progress: bool | None = None,
+            label_map_advice: str = LABEL_MAP_ADVICE) -> PreparedTask:
+    """Read, check and encode the data for `config` against its starting checkpoint.
+    `label_map_advice` ends the error for a checkpoint whose label map does not cover the data."""
     from bertkit.model.families import load_config, task_model_class
     from bertkit.tasks.programs import TaskSpec, get_program
     from bertkit.tokenization import Tokenizer
@@ -275,7 +280,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None) -> PreparedTas
     except BertkitError as exc:
         if checkpoint_map is None:
             raise
-        raise BertkitError(f"{exc}; to train a new head instead add --set reinit_head=true") from None
+        raise BertkitError(f"{exc}; {label_map_advice}") from None
     keep_head = same_architecture and not config.reinit_head and (
         labels is None if spec.regression or program_cls.family in ("multiple_choice", "qa")
         else checkpoint_map is not None)

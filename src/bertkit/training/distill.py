@@ -972,7 +972,6 @@ class TaskDistillResult:
 
 _FINETUNE_TASK = {"classification": "glue|classify", "tagging": "ner", "qa": "squad",
                   "multiple_choice": "multiple-choice"}  # for the error messages
-_REINIT_HINT = "; to train a new head instead add --set reinit_head=true"
 
 
 def _prepare_against_teacher(config: TaskDistillConfig):
@@ -981,14 +980,7 @@ def _prepare_against_teacher(config: TaskDistillConfig):
     cover the data fails in prepare's one line, naming the teacher's config.json."""
     from bertkit.finetuning import prepare
 
-    try:
-        return prepare(config)
-    except BertkitError as exc:
-        message = str(exc)
-        if not message.endswith(_REINIT_HINT):
-            raise
-        raise BertkitError(message.removesuffix(_REINIT_HINT)
-                           + "; distil from a teacher fine-tuned on these labels") from None
+    return prepare(config, label_map_advice="distil from a teacher fine-tuned on these labels")
 
 
 def check_teacher_head(config: TaskDistillConfig, prepared, model_cls) -> None:
