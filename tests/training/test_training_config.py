@@ -3,11 +3,13 @@ validated naming the field; configurations saved with an explicit 1,000 steps st
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bertkit.errors import ConfigError
 from bertkit.pretraining import build_config
-from bertkit.training.config import TrainingConfig, apply_overrides
+from bertkit.training.config import TrainingConfig, apply_overrides, to_json
 
 
 @pytest.mark.parametrize("max_steps, expected", [(1_000_000, 10_000), (10_000, 100), (250, 2), (20, 0)])
@@ -40,3 +42,10 @@ def test_a_saved_run_config_with_1000_warmup_steps_still_loads():
     config = build_config({"data": "d", "output_dir": "o", "max_steps": 5000, "warmup_steps": 1000}, {})
     assert config.num_warmup_steps() == 1000
     assert config.training_fields().num_warmup_steps() == 1000
+
+
+def test_an_unset_warmup_round_trips_through_run_config_json():
+    config = build_config({"data": "d", "output_dir": "o", "max_steps": 5000}, {})
+    saved = json.loads(to_json(config))
+    assert (saved["warmup_steps"], saved["warmup_ratio"]) == (None, 0.01)
+    assert build_config(saved, {}) == config and config.num_warmup_steps() == 50
