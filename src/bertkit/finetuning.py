@@ -44,7 +44,15 @@ import numpy as np
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, parse_value, to_json, validate_types
+from bertkit.training.config import (
+    TrainingConfig,
+    apply_overrides,
+    check_choice,
+    parse_value,
+    resolve_warmup_steps,
+    to_json,
+    validate_types,
+)
 
 RUN_CONFIG_FILE = "run_config.json"
 GRID_FILE = "grid.jsonl"
@@ -119,8 +127,6 @@ class FinetuneConfig(TrainingConfig):
                      "n_best_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"field 'warmup_ratio' must be in [0, 1), got {self.warmup_ratio}")
         if self.max_seq_length < 8:
             raise ConfigError(f"field 'max_seq_length' must be at least 8, got {self.max_seq_length}")
         for name, number in (("grid_lrs", float), ("grid_epochs", int)):
@@ -164,7 +170,7 @@ class FinetuneConfig(TrainingConfig):
         total = self.total_steps(steps_per_epoch)
         values.update(
             max_steps=total,
-            warmup_steps=self.warmup_steps if self.warmup_steps is not None else round(self.warmup_ratio * total),
+            warmup_steps=resolve_warmup_steps(self.warmup_steps, self.warmup_ratio, total),
             eval_steps=self.eval_steps or steps_per_epoch,
             save_steps=self.save_steps or steps_per_epoch,
         )
@@ -509,7 +515,7 @@ def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcom
                                     f"{spec.doc_stride}, max_query_length {spec.max_query_length})"}[spec.family]
     dropout = mc.classifier_dropout if mc.classifier_dropout is not None else mc.hidden_dropout_prob
     total = config.total_steps(run.steps_per_epoch)
-    warmup = config.warmup_steps if config.warmup_steps is not None else round(config.warmup_ratio * total)
+    warmup = resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total)
     features = {}
     if prepared.feature_cache is not None:
         features = {"feature-based (frozen encoder)": f"{config.features} -> {config.lstm_num_layers}-layer BiLSTM "

@@ -18,7 +18,14 @@ import torch
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, to_json
+from bertkit.training.config import (
+    EVAL_SEED,
+    TrainingConfig,
+    apply_overrides,
+    check_choice,
+    to_json,
+    with_legacy_eval_seed,
+)
 
 MASKING_STRATEGIES = ("token", "whole_word", "span")
 RUN_CONFIG_FILE = "run_config.json"
@@ -39,6 +46,7 @@ class PretrainConfig(TrainingConfig):
     masking: str = "token"  # dynamic masking: token | whole_word | span
     mlm_probability: float = 0.15
     max_predictions_per_seq: int | None = None
+    eval_seed: int = EVAL_SEED  # the held-out masks' seed, independent of `seed`
     model: dict = field(default_factory=dict)
     generator_size: float = 0.25  # electra: the generator's hidden size as a fraction of the discriminator's
     disc_weight: float = 50.0  # electra: lambda, the weight of the discriminator's loss
@@ -151,7 +159,7 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
             model = objective_cls.build_model(model_config, **options)
         masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
                                 max_predictions_per_seq=config.max_predictions_per_seq)
-        objective = objective_cls(model, train, eval_data, masking, config.seed, **options)
+        objective = objective_cls(model, train, eval_data, masking, config.seed, eval_seed=config.eval_seed, **options)
         trainer = Trainer(objective, config.training_fields(), output_dir, ctx)
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
@@ -182,7 +190,7 @@ def _saved_config(output_dir: Path, overrides: dict[str, str]) -> PretrainConfig
         values = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
-    return build_config(values, overrides)
+    return build_config(with_legacy_eval_seed(values), overrides)
 
 
 def write_run_report(config: PretrainConfig, objective, model, train, result, seconds: float, trainer) -> Path:
@@ -196,7 +204,7 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
     if trains:
         final.update({k: v for k, v in trains[-1].items() if k != "step"})
     if evals:
-        final.update(evals[-1])
+        final.update({k: v for k, v in evals[-1].items() if k not in objective.evaluation_details()})
     mc = model.config
     sections = [
         ("Run", {"objective": config.objective, "model": f"{mc.num_hidden_layers} layers, hidden {mc.hidden_size}, "
@@ -204,8 +212,9 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
                  "initialised from": config.init_from or f"preset {config.preset} (random)",
                  "steps": result.step, "global batch": config.batch_size,
                  "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.accumulation} x {trainer.ctx.world_size}",
-                 "lr (peak), warm-up": f"{config.lr:g}, {config.warmup_steps} steps",
+                 "lr (peak), warm-up": f"{config.lr:g}, {config.describe_warmup()}",
                  "masking": f"{config.masking}, {config.mlm_probability:.0%}", "seed": config.seed,
+                 "held-out masks": objective.describe_eval_masks(),
                  "skipped non-finite steps": result.skipped_steps}),
         ("Data", {"directory": config.data, "instances": train.info.num_instances, "tokens": train.info.num_tokens,
                   "format": train.info.instance_format, "max_seq_length": train.info.max_seq_length,

@@ -13,6 +13,7 @@ import torch
 
 from bertkit import BertConfig, BertForPreTraining, BertModel, Tokenizer
 from bertkit.cli import main
+from bertkit.training.config import EVAL_SEED
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "austen_small.txt"
 QUIET = ["--no-progress", "--set", "tensorboard=false"]
@@ -170,17 +171,25 @@ def test_bad_input_fails_in_one_line_before_training(setup, tmp_path, capsys, ca
     assert not out.exists()
 
 
-@pytest.mark.parametrize("warmup, warned", [(None, True), ("2", True), ("1", False)])
+@pytest.mark.parametrize("warmup, warned", [(None, False), ("2", True), ("1", False)])
 def test_warmup_not_below_max_steps_warns(warmup, warned, setup, tmp_path, capsys):
-    """`--max-steps 2` keeps the default 1,000 warm-up steps: one line says the lr never reaches its peak
-    (the same warning as `bertkit pretrain`'s)."""
+    """An explicit warm-up as long as `--max-steps 2`: one line says the lr never reaches its peak (the same
+    warning as `bertkit pretrain`'s); left unset it is 1% of the run, so the lr peaks. Held-out
+    evaluations name their eval seed, the same whatever the run's seed."""
     extra = [] if warmup is None else ["--set", f"warmup_steps={warmup}"]
+    run = tmp_path / "run"
     assert main(["distill", "--teacher", str(setup["teacher"]), "--data", str(setup["data"]), "--output-dir",
-                 str(tmp_path / "run"), "--batch-size", "4", "--lr", "1e-3", "--max-steps", "2", *QUIET, *extra]) == 0
-    lines = [line for line in capsys.readouterr().err.splitlines() if "warmup_steps" in line]
-    expected = 1000 if warmup is None else int(warmup or 0)
-    assert lines == ([f"bertkit: warning: warmup_steps {expected} >= max_steps 2: the learning rate never reaches "
-                      "its peak 0.001 (lower it with --set warmup_steps=N)"] if warned else [])
+                 str(run), "--batch-size", "4", "--lr", "1e-3", "--max-steps", "2", "--seed", "7", "--set", "log_steps=1",
+                 *QUIET, *extra]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "warmup" in line]
+    assert lines == ([f"bertkit: warning: warmup_steps {warmup} >= max_steps 2: the learning rate never reaches "
+                      "its peak 0.001 (lower it with --set warmup_steps=N, or leave it unset for warmup_ratio 0.01 "
+                      "of the run)"] if warned else [])
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    if warmup is None:
+        assert max(r["lr"] for r in records if "lr" in r) == pytest.approx(1e-3)
+    assert [r["eval_seed"] for r in records if "eval_loss" in r] == [EVAL_SEED]
+    assert f"drawn from eval_seed {EVAL_SEED}" in (run / "report.md").read_text()
 
 
 @pytest.mark.parametrize("family", ["electra", "roberta", "albert"])

@@ -17,6 +17,7 @@ from torch import nn
 from bertkit.errors import BertkitError
 from bertkit.model.albert import PARTIAL_SHARING, AlbertConfig, AlbertForPreTraining
 from bertkit.objectives.mlm_nsp import MlmNspObjective
+from bertkit.training.config import EVAL_SEED
 
 
 class AlbertObjective(MlmNspObjective):
@@ -31,8 +32,8 @@ class AlbertObjective(MlmNspObjective):
         ("SOP accuracy", ["sop_accuracy", "eval_sop_accuracy"]),
     ]
 
-    def __init__(self, model, train, eval_data, masking, seed, embedding_size: int | None = None,
-                 share_layers: str | None = None):
+    def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED,
+                 embedding_size: int | None = None, share_layers: str | None = None):
         config = model.config
         if embedding_size is not None and embedding_size != config.embedding_size:
             raise BertkitError(f"embedding_size {embedding_size} does not match the model's {config.embedding_size} "
@@ -44,7 +45,7 @@ class AlbertObjective(MlmNspObjective):
         ):
             raise BertkitError(f"share_layers {share_layers!r} does not match the model's {config.sharing!r} "
                                f"(a checkpoint keeps its own; leave --share-layers out)")
-        super().__init__(model, train, eval_data, masking, seed)
+        super().__init__(model, train, eval_data, masking, seed, eval_seed)
 
     @classmethod
     def run_options(cls, run_config: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
+from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
 
@@ -37,11 +38,14 @@ class PretrainingObjective(TrainingProgram):
     needs_dynamic_masking: str | None = None
 
     def __init__(self, model: nn.Module, train: PretrainingDataset, eval_data: PretrainingDataset | None,
-                 masking: MaskingConfig, seed: int):
+                 masking: MaskingConfig, seed: int, eval_seed: int = EVAL_SEED):
+        """`seed` draws the training masks; `eval_seed` the held-out ones (and any other random
+        choice of an evaluation), so runs of different seeds or objectives score the same tokens."""
         self.model = model
         self.train = train
         self.eval_data = eval_data
         self.seed = seed
+        self.eval_seed = eval_seed
         self.tokenizer = train.tokenizer()
         self.check_data(train)
         self.pad_id = train.info.pad_token_id
@@ -104,7 +108,8 @@ class PretrainingObjective(TrainingProgram):
 
     # ---- evaluation ------------------------------------------------------------------------
     def evaluate(self, model: nn.Module, ctx: DistContext, batch_size: int, max_batches: int | None) -> dict[str, float]:
-        """Held-out metrics with masks fixed for the run, each rank taking every world_size-th batch."""
+        """Held-out metrics on masks drawn from `eval_seed` (the same at every evaluation and in
+        every run that shares it), each rank taking every world_size-th batch."""
         if self.eval_data is None or len(self.eval_data) == 0:
             return {}
         starts = list(range(0, len(self.eval_data), batch_size))
@@ -119,13 +124,27 @@ class PretrainingObjective(TrainingProgram):
             position = round_index * ctx.world_size + ctx.rank
             start = starts[min(position, len(starts) - 1)]
             indices = range(start, min(start + batch_size, len(self.eval_data)))
-            batch = self.collate([self.masked_example(self.eval_data, i, EVAL_EPOCH, self.seed) for i in indices])
+            batch = self.collate([self.eval_example(i) for i in indices])
             batch = {k: v.to(device) for k, v in batch.items()}
             _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
             if position < len(starts):
                 for key, value in batch_stats.items():
                     stats[key] = stats.get(key, 0.0) + value
         return self.summarize(all_reduce_sum(stats, ctx))
+
+    def eval_example(self, index: int) -> dict[str, Any]:
+        """Held-out example `index` as every evaluation scores it: masked from `eval_seed`, so the
+        same in every run that shares it (NSP / SOP labels were fixed when the data were built)."""
+        return self.masked_example(self.eval_data, index, EVAL_EPOCH, self.eval_seed)
+
+    def evaluation_details(self) -> dict[str, Any]:
+        return {"eval_seed": self.eval_seed}
+
+    def describe_eval_masks(self) -> str:
+        """Where the held-out masks come from, for a run's report."""
+        if self.eval_data is not None and self.eval_data.info.masking == "static":
+            return "stored at build time"
+        return f"drawn from eval_seed {self.eval_seed}"
 
 
 def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, float]:

@@ -37,6 +37,7 @@ from bertkit.model.bert import IGNORE_INDEX
 from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.training.config import EVAL_SEED
 
 GENERATOR_DIR = "generator"
 MASK_TOKEN_RATIO = 0.85  # ELECTRA's corruption of the selected positions: 85% [MASK], 15% kept
@@ -174,10 +175,10 @@ class ElectraObjective(PretrainingObjective):
         ("Replaced tokens: precision / recall", ["disc_precision", "disc_recall", "eval_disc_precision", "eval_disc_recall"]),
     ]
 
-    def __init__(self, model, train, eval_data, masking: MaskingConfig, seed: int, *,
+    def __init__(self, model, train, eval_data, masking: MaskingConfig, seed: int, *, eval_seed: int = EVAL_SEED,
                  generator_size: float = 0.25, disc_weight: float = 50.0):
         masking = dataclasses.replace(masking, mask_token_ratio=MASK_TOKEN_RATIO, random_token_ratio=0.0)
-        super().__init__(model, train, eval_data, masking, seed)
+        super().__init__(model, train, eval_data, masking, seed, eval_seed)
         self.disc_weight = float(disc_weight)
 
     @classmethod
@@ -236,8 +237,8 @@ class ElectraObjective(PretrainingObjective):
         sampler = torch.Generator(device=device)
         if model.training:  # from the loop's per-micro-batch seeded stream: reproducible, resumable
             sampler.manual_seed(int(torch.randint(2**62, (1,))))
-        else:  # evaluation: the same samples at every evaluation
-            sampler.manual_seed(self.seed)
+        else:  # evaluation: the same samples at every evaluation and in every run sharing the eval seed
+            sampler.manual_seed(self.eval_seed)
         out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels, sampler)
         return electra_loss(out, labels, totals["mlm"], totals["disc"], self.disc_weight)
 

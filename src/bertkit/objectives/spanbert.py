@@ -31,6 +31,7 @@ from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.heads import BertOnlyMLMHead, decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.training.config import EVAL_SEED
 
 MAX_SPAN_POSITIONS = 64  # relative positions embedded; a span token further in (a 10-word span of long words) shares the last
 
@@ -142,11 +143,11 @@ class SpanBertObjective(PretrainingObjective):
         ("SBO accuracy", ["sbo_accuracy", "eval_sbo_accuracy"]),
     ]
 
-    def __init__(self, model, train, eval_data, masking, seed, **options):
+    def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED):
         if masking.strategy != "span":
             raise ConfigError(f"field 'masking' must be 'span' for objective 'spanbert' (the span boundary "
                               f"objective reads whole spans), got {masking.strategy!r}")
-        super().__init__(model, train, eval_data, masking, seed)
+        super().__init__(model, train, eval_data, masking, seed, eval_seed)
 
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         return {"mlm": sequence_counts(batch["labels"])}

@@ -23,19 +23,28 @@ OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 NONFINITE_POLICIES = ("stop", "skip")
 PARALLEL_MODES = ("ddp", "fsdp")
+# The paper's schedule: 10,000 warm-up steps of 1,000,000, kept as a fraction so a run of any length reaches its peak lr
+DEFAULT_WARMUP_RATIO = 0.01
+# Held-out masks (and an objective's other evaluation draws) come from this seed, not the run's `seed`, so
+# runs of different seeds, objectives or ablation arms score the same tokens; any constant would do
+EVAL_SEED = 1234
 
 
 @dataclass
 class TrainingConfig:
     """What the model-agnostic loop needs. `batch_size` is the *global* batch (sequences
     per optimizer step, over all processes and accumulation steps), so a run means the
-    same thing on one CPU or on eight GPUs."""
+    same thing on one CPU or on eight GPUs.
+
+    Warm-up lasts `warmup_steps` when set, else `warmup_ratio` of `max_steps` (Hugging
+    Face's pair of fields); the learning rate then decays linearly to 0 at `max_steps`."""
 
     max_steps: int = 10_000
     batch_size: int = 32
     micro_batch_size: int | None = None  # per process per forward; None = batch_size / world size
     lr: float = 1e-4
-    warmup_steps: int = 1_000
+    warmup_steps: int | None = None  # None: warmup_ratio x max_steps
+    warmup_ratio: float = DEFAULT_WARMUP_RATIO
     weight_decay: float = 0.01
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -66,8 +75,12 @@ class TrainingConfig:
                 raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
         if self.micro_batch_size is not None and self.micro_batch_size <= 0:
             raise ConfigError(f"field 'micro_batch_size' must be positive, got {self.micro_batch_size}")
-        if self.warmup_steps < 0 or self.save_total_limit < 1:
-            raise ConfigError("field 'warmup_steps' must be >= 0 and 'save_total_limit' >= 1")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ConfigError(f"field 'warmup_steps' must be >= 0, got {self.warmup_steps}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"field 'warmup_ratio' must be in [0, 1), got {self.warmup_ratio}")
+        if self.save_total_limit < 1:
+            raise ConfigError(f"field 'save_total_limit' must be >= 1, got {self.save_total_limit}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ConfigError(f"field 'lr' must be a positive number, got {self.lr}")
         if not (0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1):
@@ -82,12 +95,23 @@ class TrainingConfig:
             if not self.metric_for_best:
                 raise ConfigError("field 'early_stopping_patience' needs 'metric_for_best' (the metric to watch)")
 
+    def num_warmup_steps(self) -> int:
+        """The warm-up the schedule uses: `warmup_steps` if set, else `warmup_ratio` of `max_steps`."""
+        return resolve_warmup_steps(self.warmup_steps, self.warmup_ratio, self.max_steps)
+
+    def describe_warmup(self) -> str:
+        """The resolved warm-up for a report: "100 steps (warmup_ratio 0.01 of 10000)" or "1000 steps"."""
+        steps = self.num_warmup_steps()
+        text = f"{steps} step" + ("" if steps == 1 else "s")
+        return text if self.warmup_steps is not None else f"{text} (warmup_ratio {self.warmup_ratio:g} of {self.max_steps})"
+
     def warmup_warning(self) -> str | None:
-        """One line when warm-up lasts the whole run, so the lr never reaches its peak (a
-        `max_steps=20` smoke run keeps the default 1,000 warm-up steps otherwise silently); else None."""
-        if 0 < self.max_steps <= self.warmup_steps:
+        """One line when an explicit `warmup_steps` lasts the whole run, so the lr never reaches
+        its peak (a ratio never does); else None."""
+        if self.warmup_steps is not None and 0 < self.max_steps <= self.warmup_steps:
             return (f"warmup_steps {self.warmup_steps} >= max_steps {self.max_steps}: the learning rate never reaches "
-                    f"its peak {self.lr:g} (lower it with --set warmup_steps=N)")
+                    f"its peak {self.lr:g} (lower it with --set warmup_steps=N, or leave it unset for "
+                    f"warmup_ratio {self.warmup_ratio:g} of the run)")
         return None
 
     def best_is_greater(self) -> bool:
@@ -95,6 +119,11 @@ class TrainingConfig:
         if self.greater_is_better is not None:
             return self.greater_is_better
         return not (self.metric_for_best or "").endswith("loss")
+
+
+def resolve_warmup_steps(warmup_steps: int | None, warmup_ratio: float, max_steps: int) -> int:
+    """An explicit `warmup_steps` wins; else `warmup_ratio` of `max_steps`, rounded to a step."""
+    return warmup_steps if warmup_steps is not None else round(warmup_ratio * max_steps)
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -207,6 +236,14 @@ def read_yaml_config(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: expected a mapping of field: value")
+    return values
+
+
+def with_legacy_eval_seed(values: dict[str, Any]) -> dict[str, Any]:
+    """A saved run_config.json from before `eval_seed` existed scored its held-out split with
+    its run `seed`: resuming it keeps doing so, so its evaluations stay comparable."""
+    if "seed" in values and "eval_seed" not in values:
+        return {**values, "eval_seed": values["seed"]}
     return values
 
 

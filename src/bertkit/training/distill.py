@@ -90,7 +90,15 @@ from bertkit.tasks.programs import (
     TaggingProgram,
     run_features,
 )
-from bertkit.training.config import TrainingConfig, apply_overrides, check_choice, parse_value, to_json
+from bertkit.training.config import (
+    EVAL_SEED,
+    TrainingConfig,
+    apply_overrides,
+    check_choice,
+    parse_value,
+    to_json,
+    with_legacy_eval_seed,
+)
 
 SOFT_LOSSES = ("kl", "ce")
 CACHE_DIR = "teacher-cache"
@@ -283,6 +291,7 @@ class DistillConfig(TrainingConfig, StudentFields):
     masking: str = "token"
     mlm_probability: float = 0.15
     max_predictions_per_seq: int | None = None
+    eval_seed: int = EVAL_SEED  # the held-out masks' seed, independent of `seed`
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -450,7 +459,7 @@ class GeneralDistillation(PretrainingObjective):
 
     def __init__(self, model: DistillationModel, teacher: nn.Module, train, eval_data, masking, config: DistillConfig,
                  cache: TeacherCache | None = None):
-        super().__init__(model, train, eval_data, masking, config.seed)
+        super().__init__(model, train, eval_data, masking, config.seed, config.eval_seed)
         self.teacher = teacher
         self.config = config
         self.cache = cache
@@ -737,7 +746,7 @@ def _saved_config(output_dir: Path, overrides: dict[str, str]) -> DistillConfig:
         values = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
-    return build_config(DistillConfig, values, overrides, source=str(path))
+    return build_config(DistillConfig, with_legacy_eval_seed(values), overrides, source=str(path))
 
 
 def _describe_student(teacher_config, student_config_, teacher_dir: str, fresh: list[str]) -> dict[str, Any]:
@@ -759,8 +768,9 @@ def _write_general_report(config: DistillConfig, program, model, fresh, result, 
     output_dir = Path(config.output_dir)
     plots = plot_curves(result.records, output_dir, program.plot_panels)
     final = {}
+    details = program.evaluation_details()
     for record in result.records:
-        final.update({k: v for k, v in record.items() if k != "step"})
+        final.update({k: v for k, v in record.items() if k != "step" and k not in details})
     student = model.student
     weights = {name: getattr(config, name) for name in config.loss_weights()}
     sections = [
@@ -771,8 +781,9 @@ def _write_general_report(config: DistillConfig, program, model, fresh, result, 
                           if model.projection is not None else "no (same width)",
                           "teacher cache": str(program.cache.directory) if program.cache is not None else "off"}),
         ("Run", {"steps": result.step, "global batch": config.batch_size, "lr (peak), warm-up":
-                 f"{config.lr:g}, {config.warmup_steps} steps", "masking": f"{config.masking}, {config.mlm_probability:.0%}",
-                 "seed": config.seed, "data": f"{config.data} ({program.train.info.num_instances} instances)",
+                 f"{config.lr:g}, {config.describe_warmup()}", "masking": f"{config.masking}, {config.mlm_probability:.0%}",
+                 "seed": config.seed, "held-out masks": program.describe_eval_masks(),
+                 "data": f"{config.data} ({program.train.info.num_instances} instances)",
                  "wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1)}),
         ("Final metrics", final or "no metrics logged"),
         ("Files", "`final/` (the student: HF BertForPreTraining layout + tokenizer), `checkpoint-*`, `metrics.jsonl`, "

@@ -247,7 +247,7 @@ class Trainer:
         model.train()
         wrapped = self._wrap(model)
         optimizer = build_optimizer(wrapped, cfg)
-        scheduler = linear_schedule(optimizer, cfg.warmup_steps, cfg.max_steps)
+        scheduler = linear_schedule(optimizer, cfg.num_warmup_steps(), cfg.max_steps)
         scaler = torch.amp.GradScaler(ctx.device.type) if self.precision == "fp16" else None
         start = self._resume(resume_from, wrapped, optimizer, scheduler, scaler) if resume_from else 0
         log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
@@ -322,7 +322,8 @@ class Trainer:
                 if done % cfg.eval_steps == 0 or done == cfg.max_steps:
                     metrics = self.evaluate(wrapped)
                     if log is not None and metrics:
-                        log.log({"step": done, **{f"eval_{k}": v for k, v in metrics.items()}})
+                        log.log({"step": done, **{f"eval_{k}": v for k, v in metrics.items()},
+                                 **self.program.evaluation_details()})
                     improved = self._track_best(wrapped, done, metrics)
                     self.program.on_evaluate(done, metrics, improved)
                     if self._patience_exhausted() and done < cfg.max_steps:

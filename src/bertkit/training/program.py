@@ -71,6 +71,11 @@ class TrainingProgram:
         """Metrics on the held-out data (every rank takes part; results are global)."""
         return {}
 
+    def evaluation_details(self) -> dict[str, Any]:
+        """What else an evaluation record in metrics.jsonl says about how it was scored (not
+        metrics: never compared or plotted), e.g. {"eval_seed": 1234}; nothing by default."""
+        return {}
+
     def on_evaluate(self, step: int, metrics: dict[str, float], improved: bool) -> None:
         """Called on every rank after each evaluation; `improved`: `metrics` are the best so
         far under the config's `metric_for_best` (and best/ now holds this model)."""
