@@ -124,7 +124,10 @@ def save_pretrained_checkpoint(
     model it cannot express raises `BertkitError` before anything is written."""
     config = model.config
     config.extra = {**config.extra, "architectures": [type(model).__name__]}
-    values = config.to_dict()
+    # fields transformers reads to run this class as bertkit does (BertLMHeadModel: is_decoder,
+    # i.e. causally); any other class drops them, e.g. a classifier fine-tuned from a causal LM
+    values = {k: v for k, v in config.to_dict().items() if k != "is_decoder"}
+    values.update(getattr(model, "hf_config_fields", {}))
     state = model.state_dict() if state_dict is None else state_dict
     if config.pre_layer_norm:
         try:

@@ -108,8 +108,6 @@ def config_to_hf(values: dict[str, Any]) -> dict[str, Any]:
     hf = {k: v for k, v in values.items() if k not in ("pre_layer_norm", "model_type", "architectures")}
     hf["model_type"] = HF_MODEL_TYPE
     hf["architectures"] = [HF_ARCHITECTURES[name] for name in architectures]
-    if "BertLMHeadModel" in architectures:
-        hf["is_decoder"] = True  # transformers then runs it causally, as bertkit's left-to-right LM
     if model_type == "bert":
         hf["max_position_embeddings"] = values["max_position_embeddings"] + position_offset(values)
     hf[MARKER] = {"model_type": model_type, "architectures": architectures}
@@ -124,8 +122,6 @@ def config_from_hf(values: dict[str, Any]) -> dict[str, Any]:
     marker = values.get(MARKER) if isinstance(values.get(MARKER), dict) else {}
     if "architectures" in marker:
         native["architectures"] = list(marker["architectures"])
-        if "BertLMHeadModel" in native["architectures"]:
-            native.pop("is_decoder", None)
     elif native.get("architectures"):
         native["architectures"] = [name.replace("RobertaPreLayerNorm", "Roberta") for name in native["architectures"]]
     native["model_type"] = model_type

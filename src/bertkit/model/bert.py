@@ -75,6 +75,7 @@ class BertPreTrainedModel(nn.Module):
     backbone_prefix = ""
     optional_prefixes: tuple[str, ...] = ("pooler.",)
     config_class: type[BertConfig] = BertConfig  # the family's config class (HF's attribute)
+    hf_config_fields: dict[str, object] = {}  # config.json fields transformers needs to run the class as bertkit
 
     def __init__(self, config: BertConfig):
         super().__init__()
