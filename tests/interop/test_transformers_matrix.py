@@ -148,3 +148,38 @@ def test_pre_layer_norm_is_refused_where_transformers_has_no_pre_ln_family(famil
     with pytest.raises(ConfigError, match="'pre_layer_norm' is not supported") as error:
         _config(family, "tiny", True)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("hf_name,ours_name", [
+    ("RobertaPreLayerNormForMaskedLM", "RobertaForMaskedLM"),
+    ("RobertaPreLayerNormForSequenceClassification", "RobertaForSequenceClassification"),
+])
+def test_transformers_roberta_prelayernorm_checkpoint_loads_as_pre_ln_roberta(tmp_path, hf_name, ours_name):
+    torch.manual_seed(0)
+    config = transformers.RobertaPreLayerNormConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                                                   num_attention_heads=2, intermediate_size=64,
+                                                   max_position_embeddings=40, type_vocab_size=1)
+    _perturbed(getattr(transformers, hf_name)(config), seed=2).save_pretrained(tmp_path)
+    assert load_config(tmp_path).pre_layer_norm
+    ours_class = _resolve(f"bertkit.model.roberta:{ours_name}")
+    ours, info = ours_class.from_pretrained(tmp_path, output_loading_info=True)
+    assert info == {"missing_keys": [], "unexpected_keys": []}
+    ids, _, mask = _batch(config.pad_token_id, None)
+    with torch.no_grad():
+        theirs = getattr(transformers, hf_name).from_pretrained(tmp_path).eval()
+        compared = _assert_outputs_close(_bertkit_outputs(ours, ours_name, ids, None, mask),
+                                         theirs(input_ids=ids, attention_mask=mask), mask, hf_name)
+    assert compared >= 1
+
+
+def test_pre_ln_checkpoints_in_bertkits_earlier_layout_still_load(tmp_path):
+    """Before the roberta-prelayernorm layout, pre-LN BERT was saved under BERT's names."""
+    from bertkit import BertForPreTraining
+    from bertkit.interop.hf import save_pretrained_weights
+
+    model = _perturbed(BertForPreTraining(_config("bert", "tiny", True)), seed=3)
+    model.config.save_pretrained(tmp_path)
+    save_pretrained_weights(model, tmp_path)
+    reloaded = BertForPreTraining.from_pretrained(tmp_path)
+    for (key, value), (_, value_back) in zip(model.state_dict().items(), reloaded.state_dict().items()):
+        assert torch.equal(value, value_back), key
