@@ -23,6 +23,7 @@ from typing import Any
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.interop import prelayernorm
 
 # (num_hidden_layers, hidden_size, num_attention_heads); intermediate_size = 4 * hidden.
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -103,6 +104,8 @@ class BertConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> "BertConfig":
         """Build from a dict (e.g. parsed config.json); unknown fields raise ConfigError."""
+        if prelayernorm.is_hf_config(values):  # a pre-LN checkpoint in transformers' layout
+            values = prelayernorm.config_from_hf(values)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] = dict(values.get("extra", {}))
@@ -153,12 +156,12 @@ class BertConfig:
         return {**self.extra, **values}
 
     def to_json_string(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+        return config_json_text(self.to_dict())
 
     def save_pretrained(self, directory: str | os.PathLike) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(directory / "config.json", self.to_json_string())
+        """Write config.json: bertkit's own fields (a model's `save_pretrained` writes a pre-LN
+        config in transformers' roberta-prelayernorm layout, bertkit.interop.prelayernorm)."""
+        write_config_json(directory, self.to_dict())
 
     # ---- derived ------------------------------------------------------------------
     @property
@@ -226,6 +229,11 @@ class BertConfig:
             raise ConfigError(f"field 'pad_token_id' must be an id in [0, vocab_size), got {self.pad_token_id!r}")
         if not isinstance(self.pre_layer_norm, bool):
             raise ConfigError(f"field 'pre_layer_norm' must be true or false, got {self.pre_layer_norm!r}")
+        if self.pre_layer_norm and self.model_type == "bert" and self.hidden_act != "gelu":
+            raise ConfigError(  # its MLM head is transformers' RoBERTa lm_head, which applies exact GELU
+                f"field 'hidden_act' must be 'gelu' with pre_layer_norm (BERT saves pre-LN models in transformers' "
+                f"roberta-prelayernorm layout, whose MLM head uses GELU), got {self.hidden_act!r}"
+            )
         self._validate_task_fields()
 
     def _validate_task_fields(self) -> None:
@@ -250,6 +258,17 @@ class BertConfig:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0.0 <= value < 1.0):
             raise ConfigError(f"field 'classifier_dropout' must be in [0, 1) or null, got {value!r}")
+
+
+def config_json_text(values: dict[str, Any]) -> str:
+    return json.dumps(values, indent=2, sort_keys=True) + "\n"
+
+
+def write_config_json(directory: str | os.PathLike, values: dict[str, Any]) -> None:
+    """`values` as `directory`/config.json (atomically), creating the directory."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(directory / "config.json", config_json_text(values))
 
 
 def read_json_object(path: str | os.PathLike) -> dict[str, Any]:

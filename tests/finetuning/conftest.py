@@ -26,25 +26,44 @@ def fixtures() -> Path:
     return FIXTURES
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    """A 2-layer, hidden-32 BertModel checkpoint + tokenizer (~700 tokens) in the HF layout."""
-    import torch
-
-    from bertkit import BertConfig, BertModel, Tokenizer
-
+def _fixture_vocab() -> list[str]:
+    """A small WordPiece vocabulary (~700 tokens) covering the task fixtures."""
     text = _fixture_text()
     words = Counter(w for w in re.findall(r"\w+|[^\w\s]", text) if len(w) > 1)
     chars = sorted({c for c in text if not c.isspace()})
     vocab = SPECIALS + chars + [f"##{c}" for c in chars if c.isalnum()]
-    vocab += [w for w, _ in words.most_common(500) if w not in vocab]
-    directory = tmp_path_factory.mktemp("tiny-bert")
+    return vocab + [w for w, _ in words.most_common(500) if w not in vocab]
+
+
+def _tiny_checkpoint(directory: Path, model_class, **fields) -> Path:
+    """A 2-layer, hidden-32 `model_class` checkpoint + tokenizer in the HF layout."""
+    import torch
+
+    from bertkit import BertConfig, Tokenizer
+
+    vocab = _fixture_vocab()
     torch.manual_seed(0)
     config = BertConfig.from_preset("tiny", vocab_size=len(vocab), hidden_size=32, num_attention_heads=2,
-                                    intermediate_size=64, max_position_embeddings=128)
-    BertModel(config).save_pretrained(directory)
+                                    intermediate_size=64, max_position_embeddings=128, **fields)
+    model_class(config).save_pretrained(directory)
     Tokenizer.from_wordpiece_vocab(vocab).save_pretrained(directory)
     return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer, hidden-32 BertModel checkpoint + tokenizer (~700 tokens) in the HF layout."""
+    from bertkit import BertModel
+
+    return _tiny_checkpoint(tmp_path_factory.mktemp("tiny-bert"), BertModel)
+
+
+@pytest.fixture(scope="session")
+def tiny_pre_ln_dir(tmp_path_factory) -> Path:
+    """As `tiny_model_dir`, a pre-LN BertForPreTraining (saved in transformers' roberta-prelayernorm layout)."""
+    from bertkit import BertForPreTraining
+
+    return _tiny_checkpoint(tmp_path_factory.mktemp("tiny-pre-ln-bert"), BertForPreTraining, pre_layer_norm=True)
 
 
 def read_jsonl(path: Path) -> list[dict]:

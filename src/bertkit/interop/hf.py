@@ -3,7 +3,9 @@
 Keys need no translation table because bertkit's module names are HF's. The few
 differences live in `_canonical_key`: legacy TF-port names (LayerNorm gamma/beta),
 buffers HF sometimes stores (position_ids), and the MLM decoder, which HF stores as a
-tied copy of the word embeddings and which bertkit ties functionally.
+tied copy of the word embeddings and which bertkit ties functionally. Pre-LN models are
+the exception: transformers has no pre-LN BERT, so they are saved (and read back) in its
+roberta-prelayernorm layout, mapped in bertkit.interop.prelayernorm.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertkit.atomic import atomic_path
+from bertkit.config import write_config_json
 from bertkit.errors import BertkitError
+from bertkit.interop import prelayernorm
 
 SAFETENSORS_NAME = "model.safetensors"
 PYTORCH_NAME = "pytorch_model.bin"
@@ -80,6 +84,14 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
     """
     raw, path = read_state_dict(directory)
     state = {_canonical_key(k): v for k, v in raw.items()}
+    if prelayernorm.is_hf_state(state):  # a pre-LN checkpoint in transformers' roberta-prelayernorm layout
+        config = model.config
+        if not config.pre_layer_norm:
+            raise BertkitError(f"{path}: a pre-LN (roberta-prelayernorm) checkpoint, but the model's config is post-LN")
+        try:
+            state = prelayernorm.state_from_hf(state, config.model_type, config.pad_token_id)
+        except prelayernorm.LayoutError as exc:
+            raise BertkitError(f"{path}: {exc}") from None
     base_prefix = getattr(model, "base_model_prefix", "bert") + "."  # HF's attribute holding the encoder
     head_roots = ("cls.",) + tuple(sorted({k.split(".")[0] + "." for k in model.state_dict()
                                            if model.backbone_prefix and not k.startswith(model.backbone_prefix)}))
@@ -100,6 +112,31 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
         raise BertkitError(f"{path}: {len(missing_backbone)} backbone weights missing ({shown})")
     model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
     return {"missing_keys": missing, "unexpected_keys": unexpected}
+
+
+def save_pretrained_checkpoint(
+    model: torch.nn.Module, directory: Path, state_dict: dict[str, torch.Tensor] | None = None
+) -> None:
+    """config.json + model.safetensors for `model` (its class name in `architectures`).
+
+    A pre-LN model is written in transformers' roberta-prelayernorm layout
+    (bertkit.interop.prelayernorm), the one transformers computes identically; a pre-LN
+    model it cannot express raises `BertkitError` before anything is written."""
+    config = model.config
+    config.extra = {**config.extra, "architectures": [type(model).__name__]}
+    # fields transformers reads to run this class as bertkit does (BertLMHeadModel: is_decoder,
+    # i.e. causally); any other class drops them, e.g. a classifier fine-tuned from a causal LM
+    values = {k: v for k, v in config.to_dict().items() if k != "is_decoder"}
+    values.update(getattr(model, "hf_config_fields", {}))
+    state = model.state_dict() if state_dict is None else state_dict
+    if config.pre_layer_norm:
+        try:
+            values = prelayernorm.config_to_hf(values)
+        except prelayernorm.LayoutError as exc:
+            raise BertkitError(f"{directory}: cannot save: {exc}") from None
+        state = prelayernorm.state_to_hf(state, config.model_type, type(model).__name__, config.pad_token_id)
+    write_config_json(directory, values)
+    save_pretrained_weights(model, directory, state)
 
 
 def save_pretrained_weights(model: torch.nn.Module, directory: Path, state_dict: dict[str, torch.Tensor] | None = None) -> Path:

@@ -75,6 +75,7 @@ class BertPreTrainedModel(nn.Module):
     backbone_prefix = ""
     optional_prefixes: tuple[str, ...] = ("pooler.",)
     config_class: type[BertConfig] = BertConfig  # the family's config class (HF's attribute)
+    hf_config_fields: dict[str, object] = {}  # config.json fields transformers needs to run the class as bertkit
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -124,17 +125,13 @@ class BertPreTrainedModel(nn.Module):
         return (model, model.loading_info) if output_loading_info else model
 
     def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        """Write config.json and model.safetensors (atomically) in the HF layout.
+        """Write config.json and model.safetensors (atomically) in the HF layout (pre-LN
+        models: transformers' roberta-prelayernorm layout, see bertkit.interop.prelayernorm).
 
         `state_dict` replaces the module's own (e.g. a full one gathered from FSDP shards)."""
-        from bertkit.interop.hf import save_pretrained_weights
+        from bertkit.interop.hf import save_pretrained_checkpoint
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        architectures = {**self.config.extra, "architectures": [type(self).__name__]}
-        self.config.extra = architectures
-        self.config.save_pretrained(directory)
-        save_pretrained_weights(self, directory, state_dict)
+        save_pretrained_checkpoint(self, Path(directory), state_dict)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -75,6 +75,8 @@ class ElectraConfig(BertConfig):
 
     def validate(self) -> None:
         super().validate()
+        if self.pre_layer_norm:  # transformers has no pre-LN ELECTRA: a checkpoint would compute another function
+            raise ConfigError("field 'pre_layer_norm' is not supported by ELECTRA (post-LN only, as in transformers)")
         size = self.embedding_size
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise ConfigError(f"field 'embedding_size' must be a positive integer, got {size!r}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertkit.errors import BertkitError
+from bertkit.interop import prelayernorm
 
 DEFAULT_MODEL_TYPE = "bert"  # config.json files without `model_type` (old BERT checkpoints)
 
@@ -122,6 +123,8 @@ def read_model_type(directory: str | Path) -> str:
     if not Path(directory).is_dir():
         raise BertkitError(f"{directory}: no such model directory")
     values = read_json_object(Path(directory) / "config.json")
+    if prelayernorm.is_hf_config(values):  # a pre-LN BERT or RoBERTa in transformers' layout
+        return prelayernorm.native_model_type(values)
     return str(values.get("model_type") or DEFAULT_MODEL_TYPE)
 
 

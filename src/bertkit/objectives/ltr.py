@@ -7,8 +7,8 @@ labels[t] = input_ids[t + 1], a loss at every position but the last of each sequ
 are kept, the sentence label ignored), so it can share the MLM arms' data.
 
 The model is HF's `BertLMHeadModel` layout (`bert.*` without pooler, `cls.predictions.*`
-tied to the word embeddings): transformers loads `final/` as `BertLMHeadModel` (pass
-`is_decoder=True` to run it causally there), and the task layer fine-tunes the encoder
+tied to the word embeddings): transformers loads `final/` as `BertLMHeadModel`, causal
+there too (config.json has `is_decoder: true`), and the task layer fine-tunes the encoder
 as any BERT checkpoint (bidirectionally, as bertkit fine-tunes every BERT).
 """
 
@@ -57,6 +57,7 @@ class BertLMHeadModel(BertPreTrainedModel):
 
     backbone_prefix = "bert."
     optional_prefixes = ("cls.", "bert.pooler.")
+    hf_config_fields = {"is_decoder": True}  # transformers then masks causally too
 
     def __init__(self, config: BertConfig):
         super().__init__(config)
