@@ -98,12 +98,13 @@ def _predict_chunk(texts: list[str], offset: int, single: bool, model, tokenizer
         probs = logits[is_mask].float().softmax(-1)  # (masks in the batch, V), row-major
     top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     scores, token_ids = top.values.tolist(), top.indices.tolist()
+    text_starts = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}  # [CLS], <s>: nothing to join to
     results, flat = [], 0
     for row, text in enumerate(texts):
         ids = input_ids[row].tolist()
         per_mask = []
         for mask_index, position in enumerate(is_mask[row].nonzero().flatten().tolist()):
-            left = ids[position - 1] if position > 0 else None
+            left = ids[position - 1] if position > 0 and ids[position - 1] not in text_starts else None
             per_mask.append([_prediction(tokenizer, text, mask_index, left, token_id, score)
                              for score, token_id in zip(scores[flat], token_ids[flat])])
             flat += 1
@@ -124,8 +125,10 @@ def written_after(tokenizer, left_id: int | None, token_id: int) -> str:
 
     " city" for a word start; "ly" for WordPiece "##ly" and "ity" for a byte-level BPE
     continuation (joined to the word before); "," where the decoder attaches punctuation
-    (WordPiece cleanup). A decoder that rewrites the left token's text as well (a
-    character split across byte-level tokens) gets the token as a word of its own.
+    (WordPiece cleanup). `left_id=None` (the text's first token): the token as the decoder
+    writes a first token ("##ly" keeps its prefix, as transformers decodes it). A decoder
+    that rewrites the left token's text as well (a character split across byte-level
+    tokens) gets the token as a word of its own.
     """
     alone = tokenizer.decode([token_id], skip_special_tokens=False)
     if left_id is None:
@@ -140,14 +143,16 @@ def filled_text(text: str, mask_token: str, mask_index: int, word: str) -> str:
 
     A word starting with a space starts a new word: it keeps the text's own whitespace
     before the mask, or brings a space where there is none (RoBERTa's <mask> absorbs the
-    space before it). Any other word is joined to the text before the mask, whitespace
-    dropped: WordPiece "정말 [MASK]" + "##깔" -> "정말깔", "beautiful [MASK]." + "," ->
-    "beautiful,." — as transformers' fill-mask pipeline decodes the filled ids.
+    space before it); at the start of the text it brings none. Any other word is joined
+    to the text before the mask, whitespace dropped: WordPiece "정말 [MASK]" + "##깔" ->
+    "정말깔", "beautiful [MASK]." + "," -> "beautiful,." — as transformers' fill-mask
+    pipeline decodes the filled ids (which keeps byte-level BPE's leading space on a
+    text's first word: " with is ..." where this gives "with is ...").
     """
     pieces = text.split(mask_token)
     before, after = mask_token.join(pieces[: mask_index + 1]), mask_token.join(pieces[mask_index + 1 :])
-    if word[:1].isspace():
-        word = word.lstrip()
+    if word.startswith(" "):  # the decoder's word separator (a byte-level "\t" or "\x1f" token is not one)
+        word = word[1:]
         if before and not before[-1].isspace():
             before += " "
     else:
