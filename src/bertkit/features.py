@@ -3,7 +3,9 @@
 `embed(texts, model=...)` returns one vector per text (or per token) built from a
 choice of layers — the BERT paper's Table 7 variants — and a pooling over tokens.
 Texts are tokenized once, sorted by length and padded per batch, so short texts do
-not pay for long ones; results come back in input order.
+not pay for long ones; results come back in input order. A sentence-transformers folder
+(modules.json) gets its own pooling, normalization and truncation by default, so the
+vectors are what `SentenceTransformer.encode` returns (bertkit.sentence_modules).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
+from bertkit.sentence_modules import read_sentence_modules
 
 
 def select_layers(
@@ -58,30 +61,33 @@ def pool_tokens(features: torch.Tensor, attention_mask: torch.Tensor, pooling: s
 
 
 def _load(model, tokenizer):
+    """(backbone, tokenizer, the folder's sentence-transformers modules or None)."""
     from bertkit.model import BertModel
     from bertkit.tokenization import Tokenizer
 
+    modules = None
     if isinstance(model, (str, os.PathLike)):
         directory = model
+        modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
         model = BertModel.from_pretrained(directory)
         tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
     elif tokenizer is None:
         raise BertkitError("tokenizer: required when `model` is a model object rather than a directory")
     if hasattr(model, "bert") and not hasattr(model, "embeddings"):
         model = model.bert  # a model with heads: use its backbone
-    return model, tokenizer
+    return model, tokenizer, modules
 
 
 def embed(
     texts: Sequence[str],
     model,
     tokenizer=None,
-    pooling: str = "mean",
+    pooling: str | None = None,
     layers: str = "last",
     layer_weights: Sequence[float] | None = None,
     batch_size: int = 64,
     max_length: int | None = None,
-    normalize: bool = False,
+    normalize: bool | None = None,
     progress: bool | None = None,
 ) -> np.ndarray | list[np.ndarray]:
     """Contextual feature vectors for `texts`, in input order.
@@ -89,11 +95,16 @@ def embed(
     model: a checkpoint directory or a loaded BertModel (then pass `tokenizer`).
     Returns a float32 array (N, D) — or, with pooling="none", a list of N arrays
     (T_i, D) holding every token's vector ([CLS] and [SEP] included).
+    Defaults (None) follow a sentence-transformers folder's modules.json — its Pooling,
+    L2 normalization when it has a Normalize module, its max_seq_length — and are
+    pooling="mean", no normalization, the model's position limit otherwise.
+    `normalize=False` gives raw vectors from a Normalize pipeline; token vectors
+    (pooling="none") are normalized only when asked, as sentence-transformers leaves them.
     `progress=None` shows a bar only for long inputs on a terminal.
     """
     if isinstance(texts, str):
         raise BertkitError("texts: expected a list of strings, got a single string (wrap it in a list)")
-    if pooling not in POOLING_CHOICES:
+    if pooling is not None and pooling not in POOLING_CHOICES:
         raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
     if layers not in LAYER_CHOICES:
         raise BertkitError(f"layers: unknown choice {layers!r}; choose one of {', '.join(LAYER_CHOICES)}")
@@ -101,13 +112,18 @@ def embed(
         raise BertkitError("pooling='pooler' uses the pooled [CLS] output and only goes with layers='last'")
     if batch_size < 1:
         raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
-    model, tokenizer = _load(model, tokenizer)
+    model, tokenizer, modules = _load(model, tokenizer)
+    pooling = pooling or (modules.pooling if modules else "mean")
+    if normalize is None:
+        normalize = bool(modules and modules.normalize and pooling != "none")
     if pooling == "pooler" and model.pooler is None:
         raise BertkitError("pooling='pooler': this model has no pooler layer")
     texts = list(texts)
     if not texts:
         return [] if pooling == "none" else np.zeros((0, _feature_dim(model, layers)), dtype=np.float32)
-    max_length = max_length or model.config.max_position_embeddings
+    if modules and modules.do_lower_case:
+        texts = [text.lower() for text in texts]  # sentence-transformers lowercases before its tokenizer
+    max_length = max_length or (modules and modules.max_seq_length) or model.config.max_position_embeddings
     encoded = tokenizer(texts, truncation=True, max_length=max_length)
     ids_list, types_list = encoded["input_ids"], encoded["token_type_ids"]
     order = np.argsort([len(ids) for ids in ids_list], kind="stable")[::-1]  # longest first: memory peak up front

@@ -5,6 +5,7 @@ or an ELECTRA generator): the masked-LM class comes from the family registry
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -34,18 +35,23 @@ def _generator_hint(directory: str | os.PathLike) -> str:
     return f" (this run's generator: {generator})" if (generator / "config.json").is_file() else ""
 
 
-def fill_mask(text: str, model, tokenizer=None, top_k: int = 5) -> list[list[dict]]:
-    """Top-k predictions for every mask token (the tokenizer's: [MASK], <mask> for RoBERTa) in `text`.
+def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
+              batch_size: int = 32) -> list[list[dict]] | list[list[list[dict]]]:
+    """Top-k predictions for every mask token (the tokenizer's: [MASK], <mask> for RoBERTa).
 
-    `model` is a checkpoint directory (model and tokenizer are loaded from it) or a
-    masked-LM model object (then `tokenizer` is required). Returns one list per mask
-    position (left to right) of `{"token", "token_str", "token_id", "score", "sequence"}`
-    dicts, best first: `token` is the vocabulary entry ("Ġcity" in byte-level BPE),
-    `token_str` its text ("city"), `sequence` the text with that mask filled in (other
-    masks left as they are).
+    `texts` is one text — then the result is one list per mask position (left to right)
+    — or a list of texts, then one such result per text, in order (run `batch_size` at a
+    time). `model` is a checkpoint directory (model and tokenizer are loaded from it) or a
+    masked-LM model object (then `tokenizer` is required). Each prediction is a
+    `{"token", "token_str", "token_id", "score", "sequence"}` dict, best first: `token` is
+    the vocabulary entry ("Ġcity" in byte-level BPE, "##ly" in WordPiece), `token_str` its
+    text, `sequence` the text with that mask filled in as the tokenizer's decoder writes
+    the token after its left neighbour (`filled_text`); other masks are left as they are.
     """
     from bertkit.tokenization import Tokenizer
 
+    single = isinstance(texts, str)
+    batch = [texts] if single else list(texts)
     if isinstance(model, (str, os.PathLike)):
         directory = model
         model = load_mlm_model(directory)
@@ -54,35 +60,104 @@ def fill_mask(text: str, model, tokenizer=None, top_k: int = 5) -> list[list[dic
         raise BertkitError("tokenizer: required when `model` is a model object rather than a directory")
     if top_k < 1:
         raise BertkitError(f"top_k: must be >= 1, got {top_k}")
+    if batch_size < 1:
+        raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
     mask_token = tokenizer.mask_token
     if mask_token is None:
         raise BertkitError("tokenizer: has no mask token (set mask_token in tokenizer_config.json)")
-    if mask_token not in text:
-        raise BertkitError(f"text has no {mask_token} token: {text!r}")
-    encoded = tokenizer([text], truncation=True, max_length=_max_tokens(model), return_tensors="pt")
-    input_ids = encoded["input_ids"]
-    positions = (input_ids[0] == tokenizer.mask_token_id).nonzero().flatten()
-    if positions.numel() == 0:
-        raise BertkitError(f"text has no {mask_token} token within the first {input_ids.shape[1]} tokens")
+    for index, text in enumerate(batch):
+        if not isinstance(text, str) or mask_token not in text:
+            where = "text" if single else f"texts[{index}]"
+            raise BertkitError(f"{where} has no {mask_token} token: {text!r}")
+    results = []
+    was_training = model.training
     model.eval()
+    try:
+        for start in range(0, len(batch), batch_size):
+            chunk = batch[start : start + batch_size]
+            results.extend(_predict_chunk(chunk, start, single, model, tokenizer, top_k))
+    finally:
+        model.train(was_training)
+    return results[0] if single else results
+
+
+def _predict_chunk(texts: list[str], offset: int, single: bool, model, tokenizer, top_k: int) -> list[list[list[dict]]]:
+    """Predictions for each text of one padded batch (`offset` = index of its first text)."""
+    encoded = tokenizer(texts, truncation=True, max_length=_max_tokens(model), padding=True, return_tensors="pt")
+    input_ids = encoded["input_ids"]  # (B, T)
+    is_mask = input_ids == tokenizer.mask_token_id
+    for row, text in enumerate(texts):
+        if not is_mask[row].any():
+            where = "text" if single else f"texts[{offset + row}]"
+            raise BertkitError(f"{where} has no {tokenizer.mask_token} token within the first "
+                               f"{int(encoded['attention_mask'][row].sum())} tokens")
     with torch.inference_mode():
         out = model(input_ids, encoded["token_type_ids"], encoded["attention_mask"])
-        # (1, T, V); BERT's and ALBERT's pre-training models name it prediction_logits
+        # (B, T, V); BERT's and ALBERT's pre-training models name it prediction_logits
         logits = out.prediction_logits if hasattr(out, "prediction_logits") else out.logits
-        probs = logits[0, positions].float().softmax(-1)  # (masks, V)
+        probs = logits[is_mask].float().softmax(-1)  # (masks in the batch, V), row-major
     top = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
-    pieces = text.split(mask_token)
-    results = []
-    for mask_index, (scores, ids) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-        predictions = []
-        for score, token_id in zip(scores, ids):
-            token = tokenizer.convert_ids_to_tokens(token_id)
-            token_str = tokenizer.decode([token_id], skip_special_tokens=False).strip() or token
-            filled = _fill(pieces, mask_index, tokenizer.decode([token_id]), mask_token)
-            predictions.append({"token": token, "token_str": token_str, "token_id": token_id, "score": score,
-                                "sequence": filled})
-        results.append(predictions)
+    scores, token_ids = top.values.tolist(), top.indices.tolist()
+    text_starts = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}  # [CLS], <s>: nothing to join to
+    results, flat = [], 0
+    for row, text in enumerate(texts):
+        ids = input_ids[row].tolist()
+        per_mask = []
+        for mask_index, position in enumerate(is_mask[row].nonzero().flatten().tolist()):
+            left = ids[position - 1] if position > 0 and ids[position - 1] not in text_starts else None
+            per_mask.append([_prediction(tokenizer, text, mask_index, left, token_id, score)
+                             for score, token_id in zip(scores[flat], token_ids[flat])])
+            flat += 1
+        results.append(per_mask)
     return results
+
+
+def _prediction(tokenizer, text: str, mask_index: int, left_id: int | None, token_id: int, score: float) -> dict:
+    token = tokenizer.convert_ids_to_tokens(token_id)
+    token_str = tokenizer.decode([token_id], skip_special_tokens=False).strip() or token
+    word = written_after(tokenizer, left_id, token_id)
+    return {"token": token, "token_str": token_str, "token_id": token_id, "score": score,
+            "sequence": filled_text(text, tokenizer.mask_token, mask_index, word)}
+
+
+def written_after(tokenizer, left_id: int | None, token_id: int) -> str:
+    """The text the decoder writes for `token_id` right after `left_id` (the token before the mask).
+
+    " city" for a word start; "ly" for WordPiece "##ly" and "ity" for a byte-level BPE
+    continuation (joined to the word before); "," where the decoder attaches punctuation
+    (WordPiece cleanup). `left_id=None` (the text's first token): the token as the decoder
+    writes a first token ("##ly" keeps its prefix, as transformers decodes it). A decoder
+    that rewrites the left token's text as well (a character split across byte-level
+    tokens) gets the token as a word of its own.
+    """
+    alone = tokenizer.decode([token_id], skip_special_tokens=False)
+    if left_id is None:
+        return alone
+    head = tokenizer.decode([left_id], skip_special_tokens=False)
+    both = tokenizer.decode([left_id, token_id], skip_special_tokens=False)
+    return both[len(head):] if both.startswith(head) else " " + alone.lstrip()
+
+
+def filled_text(text: str, mask_token: str, mask_index: int, word: str) -> str:
+    """`text` with its `mask_index`-th mask token replaced by `word` (`written_after`'s form).
+
+    A word starting with a space starts a new word: it keeps the text's own whitespace
+    before the mask, or brings a space where there is none (RoBERTa's <mask> absorbs the
+    space before it); at the start of the text it brings none. Any other word is joined
+    to the text before the mask, whitespace dropped: WordPiece "정말 [MASK]" + "##깔" ->
+    "정말깔", "beautiful [MASK]." + "," -> "beautiful,." — as transformers' fill-mask
+    pipeline decodes the filled ids (which keeps byte-level BPE's leading space on a
+    text's first word: " with is ..." where this gives "with is ...").
+    """
+    pieces = text.split(mask_token)
+    before, after = mask_token.join(pieces[: mask_index + 1]), mask_token.join(pieces[mask_index + 1 :])
+    if word.startswith(" "):  # the decoder's word separator (a byte-level "\t" or "\x1f" token is not one)
+        word = word[1:]
+        if before and not before[-1].isspace():
+            before += " "
+    else:
+        before = before.rstrip()
+    return before + word + after
 
 
 def _max_tokens(model) -> int:
@@ -92,21 +167,3 @@ def _max_tokens(model) -> int:
     embeddings = getattr(getattr(model, "bert", model), "embeddings", None)  # every family's encoder is at `bert`
     padding_idx = getattr(embeddings, "padding_idx", None)
     return limit - (padding_idx + 1) if padding_idx is not None else limit
-
-
-def _fill(pieces: list[str], mask_index: int, word: str, mask_token: str) -> str:
-    """Rejoin `text.split(mask_token)` with the `mask_index`-th mask replaced by `word`.
-
-    A word that brings its own leading space (a byte-level BPE word start: "Ġcity"
-    decodes to " city") replaces the space before the mask too, as RoBERTa's <mask>
-    absorbs it; WordPiece and SentencePiece words decode without one and go in as they are."""
-    out = pieces[0]
-    for index, piece in enumerate(pieces[1:]):
-        if index != mask_index:
-            out += mask_token + piece
-            continue
-        if word[:1].isspace():
-            out = out.rstrip()
-            word = word if out else word.lstrip()
-        out += word + piece
-    return out

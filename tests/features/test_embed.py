@@ -81,8 +81,8 @@ def test_weighted_sum_with_given_weights_and_normalize(loaded, reference):
 
 def test_order_is_kept_for_many_texts_and_directory_loading(minilm_dir, loaded):
     texts = [("word " * n).strip() for n in (5, 1, 40, 3, 12, 7, 0, 22)]
-    from_dir = bertkit.embed(texts, model=minilm_dir, batch_size=3)
-    one_by_one = np.stack([bertkit.embed([t], model=loaded[0], tokenizer=loaded[1])[0] for t in texts])
+    from_dir = bertkit.embed(texts, model=minilm_dir, batch_size=3)  # its modules.json: mean, then Normalize
+    one_by_one = np.stack([bertkit.embed([t], model=loaded[0], tokenizer=loaded[1], normalize=True)[0] for t in texts])
     np.testing.assert_allclose(from_dir, one_by_one, atol=2e-5)
 
 

@@ -137,7 +137,7 @@ def test_roberta_mask_token_and_filled_text(tokenizer_files, roberta_dir, hf_rob
     before, after = "It is a truth universally", TEXT.format(mask="<mask>").split("<mask>", 1)[1]
     for p in fill_mask(text, model=directory, top_k=5)[0]:
         word = tokenizer.decode([p["token_id"]])  # " city" for a word start "Ġcity", "ity" for a continuation
-        assert p["sequence"] == before + (word if word.startswith(" ") else " " + word) + after
+        assert p["sequence"] == before + word + after  # a continuation joins "universally", as the model reads it
         assert "  " not in p["sequence"]
         assert p["token_str"] == (word.strip() or p["token"])
 
@@ -191,3 +191,25 @@ def test_cli_on_a_roberta_checkpoint(roberta_dir, capsys):
     for rank, (line, p) in enumerate(zip(lines, expected), start=1):
         assert line.split()[:3] == [f"{rank}.", p["token_str"], f"{p['score']:.4f}"]
         assert line.endswith(f"  {p['sequence']}")
+
+
+def test_roberta_filled_text_is_what_the_transformers_pipeline_decodes(hf_roberta_tokenizer_dir):
+    """Byte-level BPE: a "Ġ" word brings its space, a continuation joins the word before the
+    mask (which absorbed its space), a "\\t" or "\\x1f" byte token is text, not a separator."""
+    directory = hf_roberta_tokenizer_dir
+    pipe = transformers.pipeline("fill-mask", model=str(directory), top_k=150)
+    special = set(Tokenizer.from_pretrained(directory).all_special_ids)
+    texts = [TEXT.format(mask="<mask>").replace("good <mask>", "good fortune"), "It was a good<mask> day.",
+             "<mask> is a truth."]
+    seen = set()
+    for text, masks in zip(texts, fill_mask(texts, model=directory, top_k=150)):
+        reference = {p["token"]: p["sequence"] for p in pipe(text)}
+        for p in masks[0]:
+            if p["token_id"] in special or p["token_id"] not in reference:
+                continue
+            expected = reference[p["token_id"]]
+            if text.startswith("<mask>"):  # the pipeline keeps a first word's own space (" with is ..."); we drop it
+                expected = expected.removeprefix(" ")
+            assert p["sequence"] == expected, (text, p["token"])
+            seen.add(p["token"].startswith("\u0120"))
+    assert seen == {True, False}  # word starts and continuations both compared

@@ -25,12 +25,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed input lines")
     p.add_argument("--output", "-o", help="write .npy (array N x D) or .jsonl; default: JSONL on stdout")
-    p.add_argument("--pooling", choices=POOLING_CHOICES, default="mean")
+    p.add_argument("--pooling", choices=POOLING_CHOICES, default=None,
+                   help="default: the Pooling of a sentence-transformers checkpoint (modules.json), else mean")
     p.add_argument("--layers", choices=LAYER_CHOICES, default="last", help="which layers (BERT paper Table 7)")
     p.add_argument("--layer-weights", help="comma-separated weights for --layers weighted_sum (L+1 values)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=None)
-    p.add_argument("--normalize", action="store_true", help="L2-normalize each vector")
+    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="L2-normalize each vector (default: on when the checkpoint's modules.json has a Normalize "
+                        "module, as SentenceTransformer.encode; --no-normalize gives the raw vectors)")
     p.set_defaults(func=run)
 
 

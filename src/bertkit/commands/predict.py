@@ -20,6 +20,7 @@ import json
 import sys
 from typing import Any
 
+from bertkit.commands.inputs import check_one_source, numbered_lines
 from bertkit.errors import BertkitError
 
 
@@ -42,8 +43,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from bertkit.prediction import Predictor
 
-    if args.texts and args.file:
-        raise BertkitError("give inputs as arguments or --file, not both")
+    check_one_source(args.texts, args.file)
     predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
                                           max_seq_length=args.max_seq_length)
     inputs = read_inputs(predictor, args)
@@ -74,19 +74,14 @@ def read_inputs(predictor, args: argparse.Namespace) -> list[Any]:
     if args.file:
         inputs = _file_inputs(args.file, family, pairs, args.text_field, args.pair_field)
     else:
-        if sys.stdin.isatty():
-            raise BertkitError("no inputs: give TEXT arguments, --file, or pipe lines on stdin")
-        from bertkit.textio import iter_stream_lines
-
-        inputs = [_line_input(text, family, pairs, f"<stdin>:{n}")
-                  for n, text in iter_stream_lines(sys.stdin.buffer) if text.strip()]
+        inputs = [_line_input(line.text, family, pairs, line.source) for line in numbered_lines(None) if line.text.strip()]
     if not inputs:
         raise BertkitError(f"{args.file or '<stdin>'}: empty input, nothing to predict")
     return inputs
 
 
 def _file_inputs(path: str, family: str, pairs: bool, text_field: str, pair_field: str) -> list[Any]:
-    from bertkit.tasks.records import as_text, file_kind, iter_jsonl, iter_lines, missing_field
+    from bertkit.tasks.records import as_text, file_kind, iter_jsonl, missing_field
 
     if family == "multiple_choice":
         from bertkit.tasks.multiple_choice import read_examples
@@ -97,7 +92,7 @@ def _file_inputs(path: str, family: str, pairs: bool, text_field: str, pair_fiel
 
         return [(ex.question, ex.context) for ex in read_squad(path)]
     if file_kind(path) != "jsonl":
-        return [_line_input(text, family, pairs, f"{path}:{n}") for n, text in iter_lines(path) if text.strip()]
+        return [_line_input(line.text, family, pairs, line.source) for line in numbered_lines(path) if line.text.strip()]
     inputs: list[Any] = []
     for line_no, record in iter_jsonl(path):
         if family == "tagging" and "words" in record and isinstance(record["words"], list):

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.tokenization.decoding import pipeline_components
 from bertkit.data.instances import IGNORE_INDEX  # = bertkit.model.bert's; masking at build time needs no torch
 
 STRATEGIES = ("token", "whole_word", "span")
@@ -399,7 +400,7 @@ def word_boundaries(tokenizer: Any) -> tuple[np.ndarray, np.ndarray | None]:
     model = backend.model
     kind = tokenizer.model_type
     spec = json.loads(backend.to_str())
-    components = list(_components(spec.get("pre_tokenizer"))) + list(_components(spec.get("decoder")))
+    components = list(pipeline_components(spec.get("pre_tokenizer"))) + list(pipeline_components(spec.get("decoder")))
     component_types = {c.get("type") for c in components}
     prefix = getattr(model, "continuing_subword_prefix", None)
     suffix = getattr(model, "end_of_word_suffix", None)
@@ -428,15 +429,6 @@ def word_boundaries(tokenizer: Any) -> tuple[np.ndarray, np.ndarray | None]:
     if ends is not None:
         ends[whole] = True
     return starts, ends
-
-
-def _components(node: Any) -> Iterator[dict]:
-    """Every component dict of a serialized pre-tokenizer/decoder, Sequences flattened."""
-    if isinstance(node, dict):
-        yield node
-        for key in ("pretokenizers", "decoders"):
-            for child in node.get(key) or []:
-                yield from _components(child)
 
 
 # ---------------------------------------------------------------------- validation

@@ -46,6 +46,7 @@ from tokenizers import Tokenizer as RustTokenizer
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
+from bertkit.tokenization.decoding import default_decoder
 from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, pad_encoded, unbatch
 from bertkit.tokenization.files import (
     CONFIG_FILE,
@@ -90,6 +91,8 @@ class Tokenizer:
         self.config = config or TokenizerConfig()
         backend.no_truncation()  # the resting state: __call__ sets truncation per call
         backend.no_padding()  # padding is done when assembling the output (encoding.py)
+        if backend.decoder is None and (decoder := default_decoder(backend)) is not None:
+            backend.decoder = decoder  # decode "##ly", "Ġcity", "▁city" as text, not raw token strings
         vocab = backend.get_vocab(with_added_tokens=True)
         self._special = _resolve_special_tokens(self.config, vocab, source="tokenizer config")
         wanted = [*(tok for tok in self._special.values() if tok is not None), *self.config.additional_special_tokens]
@@ -545,7 +548,8 @@ class Tokenizer:
         return self._backend.encode(text, add_special_tokens=False).tokens
 
     def decode(self, ids: Sequence[int] | Any, skip_special_tokens: bool = True) -> str:
-        """Ids (list, 1-D numpy array or tensor) back to text; "##" pieces are joined."""
+        """Ids (list, 1-D numpy array or tensor) back to text with the pipeline's decoder: "##" pieces
+        joined (WordPiece), "Ġ" / "▁" as spaces (byte-level BPE, SentencePiece)."""
         return self._backend.decode(_as_id_list(ids, "ids"), skip_special_tokens=skip_special_tokens)
 
     def batch_decode(self, batch_ids: Iterable[Sequence[int]] | Any, skip_special_tokens: bool = True) -> list[str]:

@@ -1,0 +1,66 @@
+"""Where an inference command's texts come from: TEXT arguments, --file, or stdin.
+
+Every text keeps where it came from ("texts.txt:3", "<stdin>:2", "TEXT 2", a JSONL
+record's "in.jsonl:7") so a check made later — an empty line, a text without the mask
+token — names the line. Files: one text a line (txt, .gz), or JSONL objects with a text
+field; bad bytes and malformed JSON are one-line errors naming file and line
+(bertkit.textio, bertkit.tasks.records). Used by `predict` and `fill-mask`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from bertkit.errors import BertkitError
+
+
+@dataclass(frozen=True)
+class SourcedText:
+    source: str  # "path:N", "<stdin>:N" or "TEXT N"
+    text: str
+
+
+def check_one_source(texts: list[str], file: str | None) -> None:
+    if texts and file:
+        raise BertkitError("give inputs as arguments or --file, not both")
+
+
+def numbered_lines(file: str | None) -> list[SourcedText]:
+    """Every line of `file` (any kind, JSON not parsed) or, with file=None, of stdin; blank lines too."""
+    if file is not None:
+        from bertkit.tasks.records import iter_lines
+
+        return [SourcedText(f"{file}:{n}", text) for n, text in iter_lines(file)]
+    if sys.stdin.isatty():
+        raise BertkitError("no inputs: give TEXT arguments, --file, or pipe lines on stdin")
+    from bertkit.textio import iter_stream_lines
+
+    return [SourcedText(f"<stdin>:{n}", text) for n, text in iter_stream_lines(sys.stdin.buffer)]
+
+
+def jsonl_texts(path: str, text_field: str) -> list[SourcedText]:
+    """The `text_field` of every object of a JSONL file (a missing or non-text field names the line)."""
+    from bertkit.tasks.records import as_text, iter_jsonl, missing_field
+
+    texts = []
+    for line_no, record in iter_jsonl(path):
+        if text_field not in record:
+            raise missing_field(path, line_no, [text_field], record)
+        texts.append(SourcedText(f"{path}:{line_no}", as_text(record[text_field], path, line_no, text_field)))
+    return texts
+
+
+def read_texts(texts: list[str], file: str | None, text_field: str = "text") -> list[SourcedText]:
+    """One text per TEXT argument, per line of a text file or stdin, or per JSONL object; never empty.
+
+    Blank lines are kept (with their line number) for the command to judge."""
+    from bertkit.tasks.records import file_kind
+
+    check_one_source(texts, file)
+    if texts:
+        return [SourcedText(f"TEXT {n}", text) for n, text in enumerate(texts, start=1)]
+    found = jsonl_texts(file, text_field) if file and file_kind(file) == "jsonl" else numbered_lines(file)
+    if not found:
+        raise BertkitError(f"{file or '<stdin>'}: empty input, no texts")
+    return found
