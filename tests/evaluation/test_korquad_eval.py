@@ -19,7 +19,7 @@ from bertkit.evaluation.squad import (KORQUAD_SPACED_CHARACTERS, answer_metric_f
                                       evaluate_squad, korquad_exact_match, korquad_normalize_answer,
                                       parse_squad_dataset, token_f1)
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "korquad_v1.0-handmade.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "korquad_v1.0-handmade.json"
 
 
 # ---- the official procedure, one step per line of its definition (the reference)
