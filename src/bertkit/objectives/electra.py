@@ -33,6 +33,7 @@ from torch import nn
 
 from bertkit.data.masking import MaskingConfig
 from bertkit.errors import BertkitError
+from bertkit.evaluation.metrics import percent
 from bertkit.model.bert import IGNORE_INDEX
 from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
 from bertkit.model.outputs import ModelOutput
@@ -247,12 +248,12 @@ class ElectraObjective(PretrainingObjective):
         count = stats.get("disc_count", 0.0)
         if count:
             metrics["disc_loss"] = stats["disc_loss_sum"] / count
-            metrics["disc_accuracy"] = stats["disc_correct"] / count
+            metrics["disc_accuracy"] = percent(stats["disc_correct"], count)
             metrics["replaced_fraction"] = stats["disc_replaced"] / count
             if stats["disc_predicted"]:
-                metrics["disc_precision"] = stats["disc_true_positive"] / stats["disc_predicted"]
+                metrics["disc_precision"] = percent(stats["disc_true_positive"], stats["disc_predicted"])
             if stats["disc_replaced"]:
-                metrics["disc_recall"] = stats["disc_true_positive"] / stats["disc_replaced"]
+                metrics["disc_recall"] = percent(stats["disc_true_positive"], stats["disc_replaced"])
         if "mlm_loss" in metrics and "disc_loss" in metrics:
             metrics["loss"] = metrics["mlm_loss"] + self.disc_weight * metrics["disc_loss"]
         return metrics

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bertkit.evaluation.metrics import percent
 from bertkit.model import BertForPreTraining
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 
@@ -56,7 +57,7 @@ class MlmNspObjective(PretrainingObjective):
         metrics = mlm_metrics(stats)
         if stats.get("nsp_count"):
             metrics["nsp_loss"] = stats["nsp_loss_sum"] / stats["nsp_count"]
-            metrics["nsp_accuracy"] = stats["nsp_correct"] / stats["nsp_count"]
+            metrics["nsp_accuracy"] = percent(stats["nsp_correct"], stats["nsp_count"])
         if "mlm_loss" in metrics:
             metrics["loss"] = metrics["mlm_loss"] + metrics.get("nsp_loss", 0.0)
         return metrics

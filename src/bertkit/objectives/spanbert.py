@@ -27,6 +27,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
+from bertkit.evaluation.metrics import percent
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.heads import BertOnlyMLMHead, decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput
@@ -166,6 +167,6 @@ class SpanBertObjective(PretrainingObjective):
         count = stats.get("mlm_count", 0.0)
         if count:
             metrics["sbo_loss"] = stats["sbo_loss_sum"] / count
-            metrics["sbo_accuracy"] = stats["sbo_correct"] / count
+            metrics["sbo_accuracy"] = percent(stats["sbo_correct"], count)
             metrics["loss"] = metrics["mlm_loss"] + metrics["sbo_loss"]
         return metrics

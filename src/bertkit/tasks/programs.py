@@ -47,6 +47,7 @@ from torch import nn
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
+from bertkit.evaluation.metrics import percent, percentages
 from bertkit.training.program import TrainingProgram
 
 TASK_FILE = "bertkit_task.json"
@@ -65,7 +66,9 @@ class TaskSpec:
     `regression`; `has_pairs`: inputs are text pairs. Tagging: `scheme` of the training
     file (IOB1 / IOB2 / IOBES; predictions are written in it) and `tag_column`. QA:
     `squad_version` (1 or 2), the window settings, the answer-length and n-best limits,
-    and `null_threshold` (v2.0: answer when null score - best span score <= it).
+    and `null_threshold` (v2.0: answer when null score - best span score <= it);
+    `qa_metric`: "squad" / "korquad" answer comparison, None: from each scored file's
+    version string (KorQuAD_v1.0_... -> korquad).
     """
 
     family: str
@@ -84,6 +87,7 @@ class TaskSpec:
     max_answer_length: int = 30
     n_best_size: int = 20
     null_threshold: float = 0.0
+    qa_metric: str | None = None
 
     def save(self, directory: Path) -> None:
         write_text_atomic(Path(directory) / TASK_FILE, json.dumps(dataclasses.asdict(self), indent=2) + "\n")
@@ -286,7 +290,7 @@ class TaskProgram(TrainingProgram):
             return {}
         metrics = {"task_loss": stats["task_loss_sum"] / count}
         if "task_correct" in stats:
-            metrics["accuracy"] = stats["task_correct"] / count
+            metrics["accuracy"] = percent(stats["task_correct"], count)
         return metrics
 
     # ---- evaluation ----------------------------------------------------------------------
@@ -405,7 +409,8 @@ class ClassificationProgram(TaskProgram):
 
 def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """GLUE's metrics for a GLUE task; accuracy and macro F1 (classification) or Pearson,
-    Spearman and MSE (regression) otherwise; plus the mean `loss`. logits (N, K)."""
+    Spearman and MSE (regression) otherwise — scores in percent, MSE raw; plus the mean
+    `loss`. logits (N, K)."""
     from bertkit.evaluation import metrics as m
 
     if spec.regression:
@@ -413,14 +418,14 @@ def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarra
         values = (m.glue_metrics(spec.glue_task, logits, labels) if spec.glue_task
                   else {"pearson": m.pearson(scores, labels), "spearmanr": m.spearman(scores, labels)})
         loss = float(np.mean((scores.astype(np.float64) - labels) ** 2))
-        return {**values, "mse": loss, "loss": loss}
+        return {**percentages(values), "mse": loss, "loss": loss}
     labels = labels.astype(np.int64)
     if spec.glue_task:
         values = m.glue_metrics(spec.glue_task, logits, labels)
     else:
         predicted = logits.argmax(-1)
         values = {"accuracy": m.accuracy(predicted, labels), "f1_macro": m.f1_score(predicted, labels, average="macro")}
-    return {**values, "loss": cross_entropy(logits, labels)}
+    return {**percentages(values), "loss": cross_entropy(logits, labels)}
 
 
 # ---------------------------------------------------------------------------- tagging
@@ -473,8 +478,8 @@ class TaggingProgram(TaskProgram):
 
 
 def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[int, str]) -> dict[str, float]:
-    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules), token
-    accuracy over words, and the mean loss over the labelled first sub-tokens."""
+    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules) and token
+    accuracy over words, in percent, and the mean loss over the labelled first sub-tokens."""
     from bertkit.evaluation import seqeval
     from bertkit.tasks.tagging import predictions_to_tags
 
@@ -486,7 +491,7 @@ def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[in
     labels = np.concatenate([f["labels"] for f in data.features])
     tagged = labels != -100
     loss = cross_entropy(logits[tagged], labels[tagged]) if tagged.any() else 0.0
-    return {**scores, "accuracy": seqeval.accuracy_score(predicted, gold), "loss": loss}
+    return {**percentages(scores), "accuracy": percent(seqeval.accuracy_score(predicted, gold)), "loss": loss}
 
 
 # ---------------------------------------------------------------------------- multiple choice
@@ -523,7 +528,7 @@ def multiple_choice_metrics(data: TaskData, outputs: list[np.ndarray]) -> dict[s
         raise BertkitError(f"{data.path}: examples with different numbers of choices")
     logits = np.stack(outputs)  # (N, C)
     labels = np.asarray([f["labels"] for f in data.features], dtype=np.int64)
-    return {"accuracy": accuracy(logits.argmax(-1), labels), "loss": cross_entropy(logits, labels)}
+    return {"accuracy": percent(accuracy(logits.argmax(-1), labels)), "loss": cross_entropy(logits, labels)}
 
 
 # ---------------------------------------------------------------------------- question answering
@@ -608,7 +613,8 @@ def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
                tune_threshold: bool = True) -> tuple[dict[str, float], float]:
     """Official SQuAD scores (percent) and the v2.0 null threshold used.
 
-    v1.1: {"exact_match", "f1"}. v2.0: the official evaluate-v2.0 keys with the best
+    v1.1: {"exact_match", "f1"}, with the answer rule of `qa_answer_metric` (KorQuAD
+    1.0's for a KorQuAD file). v2.0: the official evaluate-v2.0 keys with the best
     non-null answers and their null-score differences as the no-answer scores; "exact"
     and "f1" at the threshold — tuned on `data` (best dev F1) or the spec's."""
     from bertkit.evaluation.squad import evaluate_squad
@@ -616,13 +622,24 @@ def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
 
     answers = qa_answers(spec, data, outputs)
     dataset = to_squad_dataset(data.examples)
+    metric = qa_answer_metric(spec, data).name
     if (spec.squad_version or 1) == 1:
-        return evaluate_squad(dataset, answers.predictions, version=1), spec.null_threshold
+        return evaluate_squad(dataset, answers.predictions, version=1, metric=metric), spec.null_threshold
     threshold = spec.null_threshold
     if tune_threshold:
         threshold = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts).threshold
-    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold)
+    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold,
+                            metric=metric)
     return values, threshold
+
+
+def qa_answer_metric(spec: TaskSpec, data: TaskData):
+    """The answer rule (`bertkit.evaluation.squad.AnswerMetric`) scoring `data`: the spec's
+    `qa_metric`, else the one the file's version string asks for."""
+    from bertkit.evaluation.squad import resolve_answer_metric
+
+    version = data.examples[0].dataset_version if data.examples else None
+    return resolve_answer_metric(spec.qa_metric, version)
 
 
 PROGRAMS: dict[str, type[TaskProgram]] = {

@@ -1105,7 +1105,8 @@ def _task_name(spec) -> str:
 
 def _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
                        seconds) -> Path:
-    from bertkit.finetuning import qa_threshold_note
+    from bertkit.evaluation.metrics import format_metric
+    from bertkit.finetuning import qa_scoring_rule, qa_threshold_note
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -1116,7 +1117,8 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
     best: dict[str, Any] | str = "no dev set: no best model (use final/)"
     if result.best_step is not None:
         teacher_value = (teacher_metrics or {}).get(metric)
-        best = {"metric": metric, "student (best)": result.best_metric, "teacher": teacher_value,
+        best = {"metric": metric, "student (best)": format_metric(metric, result.best_metric),
+                "teacher": None if teacher_value is None else format_metric(metric, teacher_value),
                 "student / teacher": result.best_metric / teacher_value if teacher_value else None,
                 "step": result.best_step, "model": "best/"}
     qa_files = (", `dev_predictions.json`" + (", `dev_na_probs.json`" if prepared.spec.squad_version == 2 else "")
@@ -1128,7 +1130,7 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
                           "soft targets": program.soft_targets,
                           "temperature": config.temperature, "soft loss": config.soft_loss,
                           "loss weights": f"soft {config.alpha_soft:g}, hard {config.alpha_hard:g}"}),
-        ("Run", {"task": _task_name(prepared.spec),
+        ("Run", {"task": _task_name(prepared.spec), **qa_scoring_rule(prepared),
                  "train": f"{config.train}: {len(prepared.train.examples)} examples, "
                           f"{len(prepared.train.features)} sequences",
                  "dev": f"{config.dev}" if config.dev else "none", "epochs": config.epochs,
