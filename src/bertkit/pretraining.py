@@ -130,7 +130,7 @@ def resume_pretraining(output_dir: str | Path, values: dict[str, Any] | None = N
     from bertkit.training.resume import resume_run
 
     resumption = resume_run(output_dir, lambda v, o, source: build_config(v, o, source=source), values or {},
-                            overrides or {}, PATH_FIELDS, notify)
+                            overrides or {}, PATH_FIELDS)
     return _run(resumption.config, resumption, None, notify)
 
 
@@ -167,8 +167,6 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
                 raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
                                    f"max_position_embeddings {model.config.max_position_embeddings}")
             fresh = fresh_keys(model)
-            if checkpoint is None and notify is not None and ctx.is_main:
-                notify(fresh_weights_note(type(model).__name__, config.init_from, fresh))
         else:
             model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
                                          config_class=objective_cls.config_class)
@@ -180,6 +178,12 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+            if notify is not None:  # after every check, so an error stays one line
+                notes = resumption.notes() if resumption is not None else []
+                if checkpoint is None and config.init_from:
+                    notes.append(fresh_weights_note(type(model).__name__, config.init_from, fresh))
+                for line in notes:
+                    notify(line)
             if on_start is not None:
                 on_start(config)
         started = time.perf_counter()

@@ -34,7 +34,7 @@ BOOKKEEPING_FIELDS = ("log_steps", "eval_steps", "save_steps", "save_total_limit
 RESUMABLE_FIELDS = SCHEDULE_FIELDS + BOOKKEEPING_FIELDS
 DATA_FIELD = "data"  # resumable when built with the checkpoint's tokenizer
 
-Notify = Callable[[str], None]
+Notify = Callable[[str], None]  # receives one-line notes for the user (the CLI prints them on stderr)
 
 
 @dataclass
@@ -46,6 +46,18 @@ class Resumption:
     step: int
     config: Any
     changed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # why each newer checkpoint could not be read
+
+    def notes(self) -> list[str]:
+        """One-line notes for stderr, given once every check has passed (so an error stays
+        one line): a warning per unreadable newer checkpoint, where the run resumes, the
+        changes applied."""
+        lines = [f"warning: {problem}; resuming from the newest readable checkpoint, {self.checkpoint.name}"
+                 for problem in self.skipped]
+        lines.append(f"resuming {self.checkpoint.parent} from {self.checkpoint.name} (step {self.step})")
+        if self.changed:
+            lines.append(f"resume applies from the command line: {', '.join(self.changed)}")
+        return lines
 
     def report_entry(self) -> str:
         """The run report's line: where it resumed from and what changed."""
@@ -78,9 +90,9 @@ def read_run_config(output_dir: Path) -> tuple[Path, dict[str, Any]]:
     return path, values
 
 
-def newest_readable_checkpoint(output_dir: Path, notify: Notify | None = None) -> tuple[Path, int]:
-    """The newest checkpoint in `output_dir` that reads back, and its step; each newer,
-    unreadable one is named in a one-line warning through `notify`."""
+def newest_readable_checkpoint(output_dir: Path) -> tuple[Path, int, list[str]]:
+    """The newest checkpoint in `output_dir` that reads back, its step, and why each newer
+    one does not (one line each, naming the file)."""
     found = ckpt.list_checkpoints(output_dir)
     if not found:
         raise BertkitError(f"{output_dir}: no checkpoint to resume from (start without --resume)")
@@ -88,10 +100,7 @@ def newest_readable_checkpoint(output_dir: Path, notify: Notify | None = None) -
     for step, path in reversed(found):
         problem = ckpt.checkpoint_problem(path)
         if problem is None:
-            for skipped in problems:
-                if notify is not None:
-                    notify(f"warning: {skipped}; resuming from the newest readable checkpoint, {path.name}")
-            return path, step
+            return path, step, problems
         problems.append(problem)
     raise BertkitError(f"{problems[0]}; no checkpoint in {output_dir} reads back (start over with --overwrite)")
 
@@ -132,13 +141,13 @@ def _show(value: Any) -> str:
 
 
 def resume_run(output_dir: str | Path, build: Callable[[dict, dict, str], Any], given: dict[str, Any],
-               overrides: dict[str, str], path_fields: tuple[str, ...], notify: Notify | None = None) -> Resumption:
+               overrides: dict[str, str], path_fields: tuple[str, ...]) -> Resumption:
     """The run in `output_dir` to resume with what the command line gave: `given` (YAML and
     flag values) and `overrides` (`--set`), as `build(values, overrides, source)` makes a
     config of them. Changes to RESUMABLE_FIELDS (and same-tokenizer data) are applied and
-    named through `notify`; any other difference raises one line naming each field."""
+    listed in the result; any other difference raises one line naming each field."""
     output_dir = Path(absolute(str(output_dir)))
-    checkpoint, step = newest_readable_checkpoint(output_dir, notify)
+    checkpoint, step, skipped = newest_readable_checkpoint(output_dir)
     path, saved_values = read_run_config(output_dir)
     saved_values = _absolute_values(saved_values, path_fields)  # a relative path (older runs): from here, as before
     here = {"output_dir": str(output_dir)}  # the folder being resumed, wherever the run first was
@@ -160,8 +169,4 @@ def resume_run(output_dir: str | Path, build: Callable[[dict, dict, str], Any], 
                            f"{', '.join(refused)}; drop those values, or start a new run in another --output-dir")
     if requested.max_steps < step:
         raise ConfigError(f"field 'max_steps' {requested.max_steps} is below the step of {checkpoint.name} ({step})")
-    if notify is not None:
-        notify(f"resuming {output_dir} from {checkpoint.name} (step {step})")
-        if applied:
-            notify(f"resume applies from the command line: {', '.join(applied)}")
-    return Resumption(checkpoint, step, requested, applied)
+    return Resumption(checkpoint, step, requested, applied, skipped)
