@@ -437,8 +437,9 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
         name = model_cls.__name__
     model.train()
     if notify is not None and ctx.is_main:
-        notify(f"{name} from {config.init_from}: "
-               + (f"initialised fresh: {', '.join(fresh)}" if fresh else "every weight loaded (head included)"))
+        from bertkit.training.reporting import fresh_weights_note
+
+        notify(fresh_weights_note(name, config.init_from, fresh))
     id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
                                    id2label, group_by_length=config.group_by_length,

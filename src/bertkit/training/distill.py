@@ -97,13 +97,13 @@ from bertkit.training.config import (
     check_choice,
     parse_value,
     to_json,
-    with_legacy_eval_seed,
 )
+from bertkit.training.resume import RUN_CONFIG_FILE, absolute_paths
 
 SOFT_LOSSES = ("kl", "ce")
 CACHE_DIR = "teacher-cache"
 PROJECTION_FILE = "distill_projection.safetensors"
-RUN_CONFIG_FILE = "run_config.json"
+GENERAL_PATH_FIELDS = ("data", "output_dir", "teacher", "cache_dir")  # stored absolute in run_config.json
 
 
 # ---------------------------------------------------------------------------- losses
@@ -710,18 +710,33 @@ def general_cache_key(config: DistillConfig, teacher: nn.Module, train) -> str:
                     "seed": config.seed, "stored": stored})
 
 
-def distill_general(config: DistillConfig, *, resume: bool = False, overwrite: bool = False,
-                    resume_overrides: dict[str, str] | None = None, on_start=None):
+def distill_general(config: DistillConfig, *, overwrite: bool = False, on_start=None):
     """Run general distillation (`bertkit distill --data DIR`); returns the loop's TrainResult.
     `on_start(config)` runs once every check has passed, just before the first step."""
     from bertkit.training import checkpoints as ckpt
+
+    ckpt.refuse_existing_run(Path(config.output_dir), overwrite)
+    return _run_general(absolute_paths(config, GENERAL_PATH_FIELDS), None, on_start)
+
+
+def resume_general_distillation(output_dir: str | Path, values: dict[str, Any] | None = None,
+                                overrides: dict[str, str] | None = None, *, notify=None):
+    """Continue the general distillation in `output_dir` from its newest readable
+    checkpoint; `values` and `overrides` must match the saved run except where
+    bertkit.training.resume allows a change (as `bertkit pretrain --resume`)."""
+    from bertkit.training.resume import resume_run
+
+    resumption = resume_run(output_dir, lambda v, o, source: build_config(DistillConfig, v, o, source=source),
+                            values or {}, overrides or {}, GENERAL_PATH_FIELDS)
+    return _run_general(resumption.config, resumption, None, notify)
+
+
+def _run_general(config: DistillConfig, resumption, on_start, notify=None):
     from bertkit.training.distributed import setup, teardown
     from bertkit.training.loop import Trainer
 
     output_dir = Path(config.output_dir)
-    checkpoint = ckpt.checkpoint_to_resume(output_dir, resume, overwrite)
-    if checkpoint is not None:
-        config = _saved_config(output_dir, resume_overrides or {})
+    checkpoint = resumption.checkpoint if resumption is not None else None
     program, model, fresh = prepare_general(config, checkpoint)
     ctx = setup()
     try:
@@ -729,24 +744,17 @@ def distill_general(config: DistillConfig, *, resume: bool = False, overwrite: b
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+            for line in resumption.notes() if resumption is not None and notify is not None else []:
+                notify(line)  # after every check, so an error stays one line
             if on_start is not None:
                 on_start(config)
         started = time.perf_counter()
         result = trainer.train(model, resume_from=checkpoint)
         if ctx.is_main:
-            _write_general_report(config, program, model, fresh, result, time.perf_counter() - started)
+            _write_general_report(config, program, model, fresh, result, time.perf_counter() - started, resumption)
         return result
     finally:
         teardown()
-
-
-def _saved_config(output_dir: Path, overrides: dict[str, str]) -> DistillConfig:
-    path = output_dir / RUN_CONFIG_FILE
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
-    return build_config(DistillConfig, with_legacy_eval_seed(values), overrides, source=str(path))
 
 
 def _describe_student(teacher_config, student_config_, teacher_dir: str, fresh: list[str]) -> dict[str, Any]:
@@ -762,7 +770,8 @@ def _describe_student(teacher_config, student_config_, teacher_dir: str, fresh: 
     }
 
 
-def _write_general_report(config: DistillConfig, program, model, fresh, result, seconds: float) -> Path:
+def _write_general_report(config: DistillConfig, program, model, fresh, result, seconds: float,
+                          resumption=None) -> Path:
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -783,6 +792,7 @@ def _write_general_report(config: DistillConfig, program, model, fresh, result, 
         ("Run", {"steps": result.step, "global batch": config.batch_size, "lr (peak), warm-up":
                  f"{config.lr:g}, {config.describe_warmup()}", "masking": f"{config.masking}, {config.mlm_probability:.0%}",
                  "seed": config.seed, "held-out masks": program.describe_eval_masks(),
+                 **({"resumed from": resumption.report_entry()} if resumption is not None else {}),
                  "data": f"{config.data} ({program.train.info.num_instances} instances)",
                  "wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1)}),
         ("Final metrics", final or "no metrics logged"),

@@ -98,6 +98,13 @@ def plot_file_stem(title: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", title.lower()).strip("_") or "plot"
 
 
+def fresh_weights_note(model_name: str, source: str | Path, fresh: list[str]) -> str:
+    """One line on loading a checkpoint: the weights it lacked, initialised fresh (a new
+    head), or that every weight was loaded. Fine-tuning and continued pre-training say it."""
+    return f"{model_name} from {source}: " + (f"initialised fresh: {', '.join(fresh)}" if fresh
+                                              else "every weight loaded (head included)")
+
+
 def write_report(output_dir: Path, title: str, sections: list[tuple[str, Any]], plots: list[Path]) -> Path:
     """report.md: a heading, sections of key/value tables or text, and the plots inline.
     Values are shown with `format_metric` (percentages with 2 decimals)."""
