@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.features import pool_tokens, select_layers
-from bertkit.inference.loading import LoadedModel, load_encoder
+from bertkit.inference.loading import LoadedModel, load_encoder, max_tokens
 
 
 def _load(model, tokenizer) -> LoadedModel:
@@ -49,13 +49,15 @@ def embed(
 ) -> np.ndarray | list[np.ndarray]:
     """Contextual feature vectors for `texts`, in input order.
 
-    model: a checkpoint directory, a `LoadedModel` (bertkit.inference.loading) or a loaded
-    BertModel (then pass `tokenizer`); a model with heads gives its encoder's vectors.
+    model: a checkpoint directory of any family (its bare encoder: BertModel, RobertaModel,
+    ElectraModel, AlbertModel), a `LoadedModel` (bertkit.inference.loading) or a loaded
+    encoder (then pass `tokenizer`); a model with heads gives its encoder's vectors.
     Returns a float32 array (N, D) — or, with pooling="none", a list of N arrays
     (T_i, D) holding every token's vector ([CLS] and [SEP] included).
     Defaults (None) follow a sentence-transformers folder's modules.json — its Pooling,
     L2 normalization when it has a Normalize module, its max_seq_length — and are
-    pooling="mean", no normalization, the model's position limit otherwise.
+    pooling="mean", no normalization, the model's position limit otherwise (514
+    positions hold 512 tokens in RoBERTa).
     `normalize=False` gives raw vectors from a Normalize pipeline; token vectors
     (pooling="none") are normalized only when asked, as sentence-transformers leaves them.
     `progress=None` shows a bar only for long inputs on a terminal.
@@ -75,14 +77,14 @@ def embed(
     pooling = pooling or (modules.pooling if modules else "mean")
     if normalize is None:
         normalize = bool(modules and modules.normalize and pooling != "none")
-    if pooling == "pooler" and model.pooler is None:
+    if pooling == "pooler" and getattr(model, "pooler", None) is None:  # ELECTRA has none
         raise BertkitError("pooling='pooler': this model has no pooler layer")
     texts = list(texts)
     if not texts:
         return [] if pooling == "none" else np.zeros((0, _feature_dim(model, layers)), dtype=np.float32)
     if modules and modules.do_lower_case:
         texts = [text.lower() for text in texts]  # sentence-transformers lowercases before its tokenizer
-    max_length = max_length or (modules and modules.max_seq_length) or model.config.max_position_embeddings
+    max_length = max_length or (modules and modules.max_seq_length) or max_tokens(model)
     encoded = tokenizer(texts, truncation=True, max_length=max_length)
     ids_list, types_list = encoded["input_ids"], encoded["token_type_ids"]
     order = np.argsort([len(ids) for ids in ids_list], kind="stable")[::-1]  # longest first: memory peak up front

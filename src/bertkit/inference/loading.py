@@ -91,6 +91,14 @@ def backbone_of(model):
     return model
 
 
+def max_tokens(model) -> int:
+    """Tokens the model's position table holds: max_position_embeddings, less RoBERTa's
+    offset (its positions start at padding_idx + 1: 512 tokens for 514 positions)."""
+    limit = model.config.max_position_embeddings
+    padding_idx = getattr(getattr(backbone_of(model), "embeddings", None), "padding_idx", None)
+    return limit - (padding_idx + 1) if padding_idx is not None else limit
+
+
 def default_device() -> str:
     import torch
 
@@ -144,14 +152,15 @@ def _task_model(directory: Path, config, program_cls):
 
 
 def load_encoder(directory: str | os.PathLike, device: str | None = None, tokenizer=None) -> LoadedModel:
-    """The bare encoder of a checkpoint, its tokenizer (`tokenizer`: one given instead) and
-    its sentence-transformers modules (if any)."""
+    """The family's bare encoder (BertModel, RobertaModel, ElectraModel, AlbertModel) from any
+    checkpoint of the family, its tokenizer (`tokenizer`: one given instead) and its
+    sentence-transformers modules (if any)."""
     from bertkit.inference.sentence_modules import read_sentence_modules
-    from bertkit.model import BertModel
+    from bertkit.model.families import family_of
     from bertkit.tokenization import Tokenizer
 
     modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
-    model = place(BertModel.from_pretrained(directory), device)
+    model = place(family_of(directory).backbone_class().from_pretrained(directory), device)
     tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
     return LoadedModel(Path(directory), model, tokenizer, sentence_modules=modules)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.inference.loading import LoadedModel, load_masked_lm
+from bertkit.inference.loading import LoadedModel, load_masked_lm, max_tokens
 
 
 def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
@@ -60,7 +60,7 @@ def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
 
 def _predict_chunk(texts: list[str], offset: int, single: bool, model, tokenizer, top_k: int) -> list[list[list[dict]]]:
     """Predictions for each text of one padded batch (`offset` = index of its first text)."""
-    encoded = tokenizer(texts, truncation=True, max_length=_max_tokens(model), padding=True, return_tensors="pt")
+    encoded = tokenizer(texts, truncation=True, max_length=max_tokens(model), padding=True, return_tensors="pt")
     input_ids = encoded["input_ids"]  # (B, T)
     is_mask = input_ids == tokenizer.mask_token_id
     for row, text in enumerate(texts):
@@ -135,12 +135,3 @@ def filled_text(text: str, mask_token: str, mask_index: int, word: str) -> str:
     else:
         before = before.rstrip()
     return before + word + after
-
-
-def _max_tokens(model) -> int:
-    """Tokens the model's position table holds: max_position_embeddings, less RoBERTa's
-    offset (its positions start at padding_idx + 1: 512 tokens for 514 positions)."""
-    limit = model.config.max_position_embeddings
-    embeddings = getattr(getattr(model, "bert", model), "embeddings", None)  # every family's encoder is at `bert`
-    padding_idx = getattr(embeddings, "padding_idx", None)
-    return limit - (padding_idx + 1) if padding_idx is not None else limit
