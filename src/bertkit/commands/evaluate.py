@@ -112,7 +112,8 @@ _FAMILY_COMMANDS = {"classification": "glue / classify", "tagging": "ner", "mult
 def run_model_evaluation(args: argparse.Namespace) -> int:
     """glue / classify / ner / multiple-choice: load the model, score --data, print one JSON object."""
     from bertkit.finetuning import glue_file
-    from bertkit.prediction import evaluate, load_finetuned
+    from bertkit.inference.evaluation import evaluate
+    from bertkit.inference.loading import load_finetuned
 
     loaded = load_finetuned(args.model)
     if loaded.spec.family != args.family:
@@ -166,7 +167,8 @@ def _say_answer_metric(args: argparse.Namespace, version: str | None) -> None:
 
 
 def _run_squad_model(args: argparse.Namespace) -> int:
-    from bertkit.prediction import evaluate, load_finetuned
+    from bertkit.inference.evaluation import evaluate
+    from bertkit.inference.loading import load_finetuned
     from bertkit.tasks.qa import NULL_THRESHOLD_UNIT
 
     if args.na_prob:

@@ -9,7 +9,7 @@
 Input: TEXT arguments, or --file (JSONL: fields --text-field / --pair-field, a "words"
 list for tagging, "question" / "context" for QA, or any multiple-choice JSONL/SWAG CSV;
 a SQuAD .json file for QA; other files: one text a line, a pair as two tab-separated
-texts), or lines on stdin. Output (bertkit.prediction): the input echoed plus labels
+texts), or lines on stdin. Output (bertkit.inference.prediction): the input echoed plus labels
 with scores, entities with character spans, the chosen index, or the answer span.
 """
 
@@ -41,7 +41,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.prediction import Predictor
+    from bertkit.inference.prediction import Predictor
 
     check_one_source(args.texts, args.file)
     predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,

@@ -1,15 +1,13 @@
-"""Using a fine-tuned model: `predict` (pipeline-like) and `evaluate` (official metrics).
+"""Using a fine-tuned model: `predict` (pipeline-like).
 
     import bertkit
     bertkit.predict("runs/mrpc/best", [("The cat sat.", "A cat was sitting.")])
     predictor = bertkit.Predictor.from_pretrained("runs/ner/best")
     predictor(["John Smith lives in Paris."])
 
-The model directory is any fine-tuned checkpoint: bertkit's `best/` (its
-`bertkit_task.json` says how it was trained) or a Hugging Face `BertFor...` checkpoint
-(the family comes from config.json's `architectures`) or a feature-based tagger from
-`bertkit finetune ner --features` (its feature_tagger.json names the frozen encoder,
-bertkit.tasks.feature_tagger). Inputs are one input or a list
+The model directory is any fine-tuned checkpoint (bertkit.inference.loading.load_finetuned):
+bertkit's `best/`, a Hugging Face `BertFor...` checkpoint or a feature-based tagger from
+`bertkit finetune ner --features`. Inputs are one input or a list
 of inputs — a tuple is always ONE input, a list a batch. Per family:
 
 - sequence classification: "text" or ("text", "pair") ->
@@ -33,8 +31,8 @@ of inputs — a tuple is always ONE input, a list a batch. Per family:
   chosen on dev (saved with the model).
 
 Inputs are tokenized once and run in batches sorted by length, results in input
-order. `evaluate(model_dir, data_file)` scores a labelled file with the family's
-official metrics, reading it the way the model was trained.
+order. `evaluate(model_dir, data_file)` (bertkit.inference.evaluation) scores a labelled
+file with the family's official metrics.
 """
 
 from __future__ import annotations
@@ -42,13 +40,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bertkit.errors import BertkitError
+from bertkit.inference.loading import LoadedModel, load_finetuned
 
 WORD_PATTERN = re.compile(r"\w+(?:[-.&]\w+)*|'s\b|’s\b|[^\w\s]")
 INPUT_SOURCE = "<input>"
@@ -60,74 +57,13 @@ def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     return [m.group() for m in matches], [m.span() for m in matches]
 
 
-@dataclass
-class FineTuned:
-    """A fine-tuned checkpoint loaded for inference."""
-
-    directory: Path
-    model: Any
-    tokenizer: Any
-    spec: Any  # TaskSpec
-    program_cls: type
-
-    @property
-    def config(self):
-        return self.model.config
-
-    @property
-    def id2label(self) -> dict[int, str] | None:
-        return self.config.id2label
-
-    def collate(self, features):
-        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        return self.program_cls.module().collate(features, pad_id)
-
-    def outputs(self, features, batch_size: int, progress: bool = False) -> list[np.ndarray]:
-        """Logits of each feature (see bertkit.tasks.programs.run_features), under inference mode."""
-        import torch
-
-        from bertkit.tasks.programs import run_features
-
-        self.model.eval()
-        with torch.inference_mode():
-            return run_features(self.model, features, self.collate, batch_size, progress, "predict")
-
-
-def load_finetuned(directory: str | os.PathLike, device: str | None = None) -> FineTuned:
-    """Model, tokenizer and task description of a fine-tuned checkpoint directory."""
-    import torch
-
-    from bertkit.model.families import family_for_config, load_config
-    from bertkit.tasks.feature_tagger import is_feature_tagger, load_feature_tagger
-    from bertkit.tasks.programs import TaskSpec, get_program
-    from bertkit.tokenization import Tokenizer
-
-    directory = Path(directory)
-    if is_feature_tagger(directory):  # a frozen encoder + BiLSTM tagger (`finetune ner --features`)
-        return load_feature_tagger(directory, device)
-    config = load_config(directory)
-    spec = TaskSpec.load(directory, config)
-    program_cls = get_program(spec.family)
-    model_cls = program_cls.model_class(config)
-    model = model_cls.from_pretrained(directory, config=config)
-    backbone_prefix = f"{family_for_config(config).backbone_attribute}."
-    head = [k for k in model.loading_info["missing_keys"] if not k.startswith(backbone_prefix)]
-    if head:
-        raise BertkitError(f"{directory}: no trained {model_cls.__name__} head ({', '.join(head)} missing); "
-                           "fine-tune it first with `bertkit finetune`")
-    tokenizer = Tokenizer.from_pretrained(directory)
-    model.to(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
-    model.eval()
-    return FineTuned(directory, model, tokenizer, spec, program_cls)
-
-
 # ---------------------------------------------------------------------------- predict
 
 
 class Predictor:
     """A fine-tuned model as a callable: `predictor(inputs) -> list[dict]` (module docstring)."""
 
-    def __init__(self, loaded: FineTuned, batch_size: int = 32, max_seq_length: int | None = None):
+    def __init__(self, loaded: LoadedModel, batch_size: int = 32, max_seq_length: int | None = None):
         if batch_size < 1:
             raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
         self.loaded = loaded
@@ -248,7 +184,6 @@ class Predictor:
             results.append({"label": best, "score": float(probs[best]), "scores": [float(p) for p in probs]})
         return results
 
-
     def _answer(self, batch: list[Any], progress: bool) -> list[dict[str, Any]]:
         from bertkit.tasks.programs import qa_answers
         from bertkit.tasks.qa import QAExample
@@ -321,57 +256,3 @@ def predict(model: str | os.PathLike | Predictor, inputs: Any, **options: Any) -
     `max_seq_length` (used when loading a directory)."""
     predictor = model if isinstance(model, Predictor) else Predictor.from_pretrained(model, **options)
     return predictor(inputs)
-
-
-# ---------------------------------------------------------------------------- evaluate
-
-
-def evaluate(model: str | os.PathLike | FineTuned, data: str | os.PathLike, *, labels_path: str | None = None,
-             batch_size: int = 64, max_seq_length: int | None = None, progress: bool = False,
-             **spec_overrides: Any) -> dict[str, float]:
-    """The family's official metrics of a fine-tuned model on the labelled file `data`.
-
-    The file is read as the model was trained (its `bertkit_task.json`); `spec_overrides`
-    (glue_task, text_column, pair_column, label_column, tag_column) change that, e.g. for
-    a model fine-tuned elsewhere. Labels must be in the model's label map (one-line error
-    naming file and line otherwise). Returns the metrics plus `examples` (their count).
-    """
-    from bertkit.tasks.programs import metrics_for
-
-    loaded = model if isinstance(model, FineTuned) else load_finetuned(model)
-    changes = {k: v for k, v in spec_overrides.items() if v is not None}
-    if max_seq_length is not None:
-        changes["max_seq_length"] = max_seq_length
-    try:
-        spec = dataclasses.replace(loaded.spec, **changes)
-    except TypeError as exc:
-        raise BertkitError(f"evaluate: {exc}") from None
-    program_cls = loaded.program_cls
-    examples = program_cls.read(str(data), spec, labels_path)
-    label2id = _evaluation_label_map(loaded, spec, examples)
-    encoded = program_cls.encode(str(data), examples, loaded.tokenizer, spec, label2id, progress)
-    program_cls.check_labelled(encoded)
-    outputs = loaded.outputs(encoded.features, batch_size, progress)
-    return {**metrics_for(spec, encoded, outputs, loaded.id2label), "examples": len(examples)}
-
-
-def _evaluation_label_map(loaded: FineTuned, spec, examples: list) -> dict[str, int] | None:
-    """The model's label -> id map, checked against the file's labels."""
-    if spec.family in ("multiple_choice", "qa") or spec.regression:
-        return None
-    config = loaded.config
-    origin = f"{loaded.directory}/config.json"
-    module = loaded.program_cls.module()
-    if config.has_label_names:
-        if spec.family == "tagging":
-            module.check_label_map(config.label2id, examples, spec.scheme or "IOB2", origin)
-        else:
-            module.check_labels(examples, config.label2id, origin)
-        return dict(config.label2id)
-    if spec.family == "classification":  # LABEL_0.. placeholders (fine-tuned elsewhere): ids in sorted order
-        names = module.glue_labels(spec.glue_task) if spec.glue_task else module.sort_labels(
-            {ex.label for ex in examples if ex.label is not None})
-        if names is not None and len(names) <= config.num_labels:
-            return {name: i for i, name in enumerate(names)}
-    raise BertkitError(f"{origin}: the label map has no label names (LABEL_0, ...), so the file's labels cannot "
-                       "be matched to the model's outputs; add id2label to config.json")
