@@ -45,22 +45,6 @@ def evaluate(model: str | os.PathLike | LoadedModel, data: str | os.PathLike, *,
 
 
 def _evaluation_label_map(loaded: LoadedModel, spec, examples: list) -> dict[str, int] | None:
-    """The model's label -> id map, checked against the file's labels."""
-    if spec.family in ("multiple_choice", "qa") or spec.regression:
-        return None
-    config = loaded.config
-    origin = f"{loaded.directory}/config.json"
-    module = loaded.program_cls.module()
-    if config.has_label_names:
-        if spec.family == "tagging":
-            module.check_label_map(config.label2id, examples, spec.scheme or "IOB2", origin)
-        else:
-            module.check_labels(examples, config.label2id, origin)
-        return dict(config.label2id)
-    if spec.family == "classification":  # LABEL_0.. placeholders (fine-tuned elsewhere): ids in sorted order
-        names = module.glue_labels(spec.glue_task) if spec.glue_task else module.sort_labels(
-            {ex.label for ex in examples if ex.label is not None})
-        if names is not None and len(names) <= config.num_labels:
-            return {name: i for i, name in enumerate(names)}
-    raise BertkitError(f"{origin}: the label map has no label names (LABEL_0, ...), so the file's labels cannot "
-                       "be matched to the model's outputs; add id2label to config.json")
+    """The model's label -> id map, checked against the file's labels (the family's hook)."""
+    return loaded.program_cls.task_family().hook("evaluation_label_map")(
+        spec, loaded.config, examples, f"{loaded.directory}/config.json")
