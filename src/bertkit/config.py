@@ -16,16 +16,8 @@ from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
 from bertkit.interop import prelayernorm
-from bertkit.pretrained_config import (  # noqa: F401  (re-exported: the config.json helpers' old home)
-    DEFAULT_NUM_LABELS,
-    HF_GENERIC_FIELDS,
-    PROBLEM_TYPES,
-    PretrainedConfig,
-    config_json_text,
-    default_id2label,
-    read_json_object,
-    write_config_json,
-)
+from bertkit.pretrained_config import PretrainedConfig
+from bertkit.pretrained_config import read_json_object, write_config_json  # noqa: F401  (their old home)
 
 # (num_hidden_layers, hidden_size, num_attention_heads); intermediate_size = 4 * hidden.
 PRESETS: dict[str, tuple[int, int, int]] = {

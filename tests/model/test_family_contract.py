@@ -234,6 +234,26 @@ def test_model_inputs_take_the_declared_names(toy_family):
     assert list(model_inputs(bert, batch)) == ["input_ids", "token_type_ids", "attention_mask"]
 
 
+def test_a_caller_runs_the_toy_model_unchanged(toy_family):
+    """`run_features` (evaluation and prediction) was written for encoders; it feeds the
+    toy its decoder inputs because it asks the registry, not because it knows the toy."""
+    from bertkit.tasks.programs import run_features
+
+    torch.manual_seed(0)
+    model = ToyForConditionalGeneration(ToyConfig()).eval()
+    batch = toy_batch(3)
+    features = [{key: value[i] for key, value in batch.items()} for i in range(3)]
+
+    def collate(rows):
+        return {key: torch.stack([row[key] for row in rows]) for key in rows[0]}
+
+    with torch.no_grad():
+        logits = run_features(model, features, collate, batch_size=2)
+        expected = model(batch["input_ids"], batch["decoder_input_ids"], batch["attention_mask"]).logits
+    for i in range(3):
+        torch.testing.assert_close(torch.from_numpy(logits[i]), expected[i, :5], rtol=1e-6, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------- the four families
 
 

@@ -18,7 +18,8 @@ from bertkit.model.task_heads import (
 )
 
 __all__ = [
-    "PreTrainedModel", "BertModel", "BertForPreTraining", "BertPreTrainedModel", "BertModelOutput", "BertForPreTrainingOutput",
+    "PreTrainedModel", "BertModel", "BertForPreTraining", "BertPreTrainedModel", "BertModelOutput",
+    "BertForPreTrainingOutput",
     "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
     "BertForMultipleChoice", "SequenceClassifierOutput", "TokenClassifierOutput",
     "QuestionAnsweringModelOutput", "MultipleChoiceModelOutput",

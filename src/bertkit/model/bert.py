@@ -279,7 +279,8 @@ class BertForPreTraining(BertPreTrainedModel):
         next_sentence_label: (B,) 0 = IsNext, 1 = NotNext (-100 = ignore)."""
         # with labels, the last layer runs only where the heads read (masked positions, [CLS])
         read = None if labels is None else labels != IGNORE_INDEX
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+        out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions,
                         read_positions=read)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         loss, prediction_logits, positions = masked_lm(

@@ -156,7 +156,7 @@ def _resolve(reference: str):
 
 def read_model_type(directory: str | Path) -> str:
     """config.json's `model_type` ("bert" when absent); errors name the file."""
-    from bertkit.config import read_json_object
+    from bertkit.pretrained_config import read_json_object
 
     if not Path(directory).is_dir():
         raise BertkitError(f"{directory}: no such model directory")
