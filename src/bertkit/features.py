@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
+from bertkit.model.families import model_inputs
 from bertkit.sentence_modules import read_sentence_modules
 
 
@@ -140,10 +141,8 @@ def embed(
                     {"input_ids": [ids_list[i] for i in rows], "token_type_ids": [types_list[i] for i in rows]},
                     return_tensors="pt",
                 )
-                input_ids, token_type_ids, attention_mask = (
-                    batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-                )
-                out = model(input_ids, token_type_ids, attention_mask, output_hidden_states=need_all_layers)
+                attention_mask = batch["attention_mask"]
+                out = model(**model_inputs(model, batch), output_hidden_states=need_all_layers)
                 if pooling == "pooler":
                     vectors = out.pooler_output
                 else:
