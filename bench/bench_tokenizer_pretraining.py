@@ -61,13 +61,13 @@ def main() -> None:
             result = pretrain(config)
             final = [r for r in result.records if "eval_mlm_accuracy" in r][-1]
             rows.append({"tokenizer": name, "fertility (WikiText-2 valid)": round(fertility(Tokenizer.from_pretrained(root / "tok"), heldout), 3),
-                         "MLM acc (tiny pretrain)": round(final["eval_mlm_accuracy"], 4),
+                         "MLM acc (tiny pretrain)": round(final["eval_mlm_accuracy"], 2),  # percent
                          "MLM perplexity": round(final["eval_mlm_perplexity"], 1)})
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{args.vocab_size} tokens, tiny BERT, {args.steps} steps x {args.batch_size} x {args.max_seq_length}, Austen")
     print("| tokenizer | fertility | MLM accuracy | MLM perplexity |\n|---|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['tokenizer']} | {row['fertility (WikiText-2 valid)']} | {row['MLM acc (tiny pretrain)']:.1%} | {row['MLM perplexity']} |")
+        print(f"| {row['tokenizer']} | {row['fertility (WikiText-2 valid)']} | {row['MLM acc (tiny pretrain)']:.1f}% | {row['MLM perplexity']} |")
 
 
 if __name__ == "__main__":

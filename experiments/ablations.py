@@ -332,6 +332,7 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     entry.update(steps=steps, batch_size=args.batch_size, max_seq_length=args.max_seq_length,
                  tokens_seen=round(steps * args.batch_size * mean_len), flops_per_step=per_step,
                  flops_total=per_step * steps, seconds=round(seconds, 1), final_eval=evals[-1] if evals else None,
+                 scale="percent",
                  final_train=train[-1] if train else None, command=shown(command, work))
     return entry
 
@@ -359,7 +360,7 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
         shutil.rmtree(folder, ignore_errors=True)
     return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": metrics, "epochs": epochs,
             "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
-            "seconds": seconds, "command": shown(command, work)}
+            "seconds": seconds, "command": shown(command, work), "scale": "percent"}
 
 
 def finished_as(output: Path, cut: dict, epochs: int, seed: int, lr: float, model: Path) -> bool:
@@ -440,7 +441,9 @@ def scores(results: dict[str, dict]) -> dict[tuple[str, str, str], list[float]]:
     for entry in results.values():
         if entry["step"].startswith("ft-"):
             for metric, value in entry["metrics"].items():
-                out.setdefault((entry["arm"], entry["task"], metric), []).append(100.0 * value)
+                # entries recorded before bertkit's one percent scale hold fractions
+                percent = value if entry.get("scale") == "percent" else 100.0 * value
+                out.setdefault((entry["arm"], entry["task"], metric), []).append(percent)
     return out
 
 
@@ -487,8 +490,11 @@ def cmd_table(args: argparse.Namespace) -> None:
         if name.startswith("pt-") and entry.get("final_eval"):
             ev = entry["final_eval"]
             acc = ev.get("eval_mlm_accuracy", ev.get("eval_lm_accuracy", ev.get("eval_accuracy")))
+            if acc is not None and entry.get("scale") != "percent":  # recorded before the percent scale: a fraction
+                acc *= 100
             print(f"| {name} | {entry['objective']} | {entry['data']} | {entry['masking']} | {entry['steps']} | "
-                  f"{'-' if acc is None else f'{100 * acc:.1f}'} | {ev.get('eval_loss', float('nan')):.3f} | "
+                  f"{'-' if acc is None else f'{acc:.1f}'} | "
+                  f"{ev.get('eval_loss', float('nan')):.3f} | "
                   f"{entry['seconds'] / 60:.1f} min |")
 
 

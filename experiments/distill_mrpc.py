@@ -133,7 +133,7 @@ def measure_speed(teacher_dir: Path, student_dir: Path, dev: Path, repeats: int 
 
 def _mean_spread(values: list[float]) -> str:
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.4f} ± {spread:.4f} ({', '.join(f'{v:.4f}' for v in values)})"
+    return f"{statistics.mean(values):.2f} ± {spread:.2f} ({', '.join(f'{v:.2f}' for v in values)})"  # percent
 
 
 def summary(results: dict) -> str:
@@ -143,7 +143,7 @@ def summary(results: dict) -> str:
         return "no student yet"
     lines = ["| model | layers | parameters | dev F1 | F1 / teacher's | dev accuracy |", "|---|---|---|---|---|---|"]
     lines.append(f"| teacher (MiniLM-L6 fine-tuned) | 6 | {results['teacher']['parameters'] / 1e6:.1f}M | "
-                 f"{teacher['f1']:.4f} | 1 | {teacher['accuracy']:.4f} |")
+                 f"{teacher['f1']:.2f} | 1 | {teacher['accuracy']:.2f} |")
     for name, key in (("distilled student", "distilled"), ("label-only student (control)", "control")):
         runs = results.get(key) or []
         if not runs:
@@ -210,7 +210,7 @@ def main() -> None:
             results["teacher"]["dev_f1"] = run["teacher_dev"]["f1"]  # the teacher's best/ scored by the same code
             results["teacher"]["parameters"] = run["teacher_parameters"]
             save()
-            print(f"{key} seed {seed}: dev F1 {run['best_f1']:.4f} (teacher {run['teacher_dev']['f1']:.4f}), "
+            print(f"{key} seed {seed}: dev F1 {run['best_f1']:.2f} (teacher {run['teacher_dev']['f1']:.2f}), "
                   f"{run['seconds']} s", flush=True)
             if "speed" not in results:  # timed on the first student (every seed has the same architecture)
                 results["speed"] = measure_speed(teacher_dir, Path(run["dir"]), dev)

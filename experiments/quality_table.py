@@ -316,6 +316,7 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
         lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
         evals = [r for r in lines if "eval_mlm_accuracy" in r]
         entry["final"] = evals[-1] if evals else lines[-1]
+        entry["scale"] = "percent"
     return entry
 
 
@@ -332,7 +333,8 @@ def run_finetune(step: Step, args: argparse.Namespace) -> dict:
     best = json.loads((output / "best" / "best_metrics.json").read_text())
     return {"step": step.name, "task": step.task, "model": step.model, "train_subset": cut["train_subset"],
             "eval_set": cut["eval_set"], "metrics": {k.removeprefix("eval_"): best.get(k) for k in step.metrics},
-            "best_step": best.get("step"), "seconds": round(seconds, 1), "command": shown(command, work)}
+            "best_step": best.get("step"), "seconds": round(seconds, 1), "command": shown(command, work),
+            "scale": "percent"}
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -378,7 +380,8 @@ def cmd_table(args: argparse.Namespace) -> None:
         entry = results.get(name)
         if entry is None or "metrics" not in entry:
             continue
-        scale = 1 if entry["task"].startswith("SQuAD") else 100  # SQuAD's official scores are percentages already
+        # entries recorded before bertkit's one percent scale hold fractions (SQuAD's were percentages already)
+        scale = 1 if entry.get("scale") == "percent" or entry["task"].startswith("SQuAD") else 100
         metrics = ", ".join(f"{k} {scale * v:.1f}" for k, v in entry["metrics"].items() if v is not None)
         first, *_ = entry["metrics"]
         rows.append(f"| {entry['task']} | {model_name(entry['model'], args.work_dir)} | {entry['train_subset']} | "

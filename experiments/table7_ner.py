@@ -91,7 +91,7 @@ def run_choice(choice: str, args: argparse.Namespace, train: Path, dev: Path) ->
 
 def markdown(rows: list[dict], args: argparse.Namespace, counts: dict[str, int]) -> str:
     def pct(value):
-        return "-" if value is None else f"{100 * value:.1f}"
+        return "-" if value is None else f"{value:.1f}"  # best_metrics.json holds percentages
 
     lines = [
         "# Table 7 on CoNLL-2003 NER: fine-tuning vs the feature-based approach",

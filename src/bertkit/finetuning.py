@@ -44,6 +44,7 @@ import numpy as np
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.evaluation.metrics import axis_label, format_metric
 from bertkit.training.config import (
     TrainingConfig,
     apply_overrides,
@@ -436,8 +437,9 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
         name = model_cls.__name__
     model.train()
     if notify is not None and ctx.is_main:
-        notify(f"{name} from {config.init_from}: "
-               + (f"initialised fresh: {', '.join(fresh)}" if fresh else "every weight loaded (head included)"))
+        from bertkit.training.reporting import fresh_weights_note
+
+        notify(fresh_weights_note(name, config.init_from, fresh))
     id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
                                    id2label, group_by_length=config.group_by_length,
@@ -523,6 +525,7 @@ def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcom
                     "feature cache": prepared.feature_cache.describe()}
     return {
         "task": task,
+        **qa_scoring_rule(prepared),
         "model": f"{config.init_from} ({mc.num_hidden_layers} layers, hidden {mc.hidden_size})",
         **features,
         "initialised fresh": ", ".join(run.fresh_keys) or "nothing (the checkpoint's head was kept)",
@@ -553,8 +556,7 @@ def _epoch_table(run: RunOutcome) -> str:
     for record in evals:
         epoch = record["step"] / run.steps_per_epoch
         mark = " **best**" if record["step"] == run.result.best_step else ""
-        values = " | ".join(f"{record[k]:.4f}" if isinstance(record.get(k), float) else str(record.get(k, ""))
-                            for k in keys)
+        values = " | ".join(format_metric(k, record[k]) if k in record else "" for k in keys)
         lines.append(f"| {epoch:.3g}{mark} | {record['step']} | {values} |")
     return "\n".join(lines)
 
@@ -575,7 +577,8 @@ def write_run_report(output_dir: Path, config: FinetuneConfig, prepared: Prepare
 def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -> list[tuple[str, Any]]:
     best: dict[str, Any] | str = "no dev set: no best model (use final/)"
     if run.result.best_step is not None:
-        best = {"metric for best": run.metric, "best value": run.result.best_metric, "step": run.result.best_step,
+        best = {"metric for best": run.metric, "best value": format_metric(run.metric or "", run.result.best_metric),
+                "step": run.result.best_step,
                 "epoch": round(run.result.best_step / run.steps_per_epoch, 3), "model": "best/"}
     return [
         ("Run", _describe_run(config, prepared, run)),
@@ -589,6 +592,17 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
                   + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`" + _qa_files(prepared, run)),
         *qa_threshold_note(prepared),
     ]
+
+
+def qa_scoring_rule(prepared: PreparedTask) -> dict[str, str]:
+    """QA with a dev set: the report line naming the answer rule that scored it (SQuAD's or KorQuAD 1.0's)."""
+    if prepared.spec.family != "qa" or prepared.dev is None:
+        return {}
+    from bertkit.tasks.programs import qa_answer_metric
+
+    rule = qa_answer_metric(prepared.spec, prepared.dev)
+    version = prepared.dev.examples[0].dataset_version if prepared.dev.examples else None
+    return {"dev scoring": f"{rule.description} ({rule.name}; the dev file's version: {version or 'none'})"}
 
 
 def qa_threshold_note(prepared: PreparedTask) -> list[tuple[str, str]]:
@@ -619,7 +633,7 @@ def write_grid_report(output_dir: Path, config: FinetuneConfig, prepared: Prepar
     metric = winner.metric or "accuracy"
     rows = ["| lr | epochs | best " + metric + " | at step | report |", "|---|---|---|---|---|"]
     for r in runs:
-        value = "-" if r.result.best_metric is None else f"{r.result.best_metric:.4f}"
+        value = "-" if r.result.best_metric is None else format_metric(metric, r.result.best_metric)
         mark = " **winner**" if r is winner else ""
         rows.append(f"| {r.lr:g} | {r.epochs}{mark} | {value} | {r.result.best_step} | "
                     f"[report]({r.output_dir.relative_to(output_dir)}/report.md) |")
@@ -631,6 +645,8 @@ def write_grid_report(output_dir: Path, config: FinetuneConfig, prepared: Prepar
             ax.plot([s / r.steps_per_epoch for s in steps], values, marker="o", markersize=3,
                     label=f"lr {r.lr:g}, {r.epochs} ep")
     ax.set_xlabel("epoch")
+    if axis_label([metric]):
+        ax.set_ylabel(axis_label([metric]))
     ax.set_title(f"Dev {metric} per grid run")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

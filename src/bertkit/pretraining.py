@@ -1,14 +1,15 @@
 """A pre-training run: a built data directory + an objective + the shared loop.
 
-`pretrain(config)` is what `bertkit pretrain` calls; it resolves the model (a preset,
-`init_from` any BERT checkpoint for continued pre-training, or the latest checkpoint
-on `resume`), checks the data against it, trains, and writes the run's report.
+`pretrain(config)` is what `bertkit pretrain` calls; it resolves the model (a preset, or
+`init_from` any BERT checkpoint for continued pre-training, naming the heads that start
+fresh), checks the data against it, trains, and writes the run's report.
+`resume_pretraining(output_dir)` is `--resume`: the newest readable checkpoint, the saved
+configuration with the command line's allowed changes (bertkit.training.resume).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +25,12 @@ from bertkit.training.config import (
     apply_overrides,
     check_choice,
     to_json,
-    with_legacy_eval_seed,
 )
+from bertkit.training.reporting import fresh_weights_note
+from bertkit.training.resume import RUN_CONFIG_FILE, Notify, Resumption, absolute_paths
 
 MASKING_STRATEGIES = ("token", "whole_word", "span")
-RUN_CONFIG_FILE = "run_config.json"
+PATH_FIELDS = ("data", "output_dir", "init_from")  # stored absolute in run_config.json
 
 
 @dataclass
@@ -115,23 +117,40 @@ def with_objective_defaults(values: dict[str, Any], objective: str) -> dict[str,
     return merged
 
 
-def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = False, resume_overrides: dict | None = None,
-             on_start=None):
-    """Run pre-training; returns the loop's `TrainResult`. `on_start(config)` runs once every
-    check has passed, just before the first step (the CLI's warnings: an error stays one line)."""
+def pretrain(config: PretrainConfig, *, overwrite: bool = False, on_start=None, notify: Notify | None = None):
+    """Run pre-training from scratch or `init_from` a checkpoint; returns the loop's
+    `TrainResult`. `on_start(config)` runs once every check has passed, just before the
+    first step (the CLI's warnings: an error stays one line); `notify` receives one-line
+    notes (which weights start fresh)."""
+    from bertkit.training import checkpoints as ckpt
+
+    ckpt.refuse_existing_run(Path(config.output_dir), overwrite)
+    return _run(absolute_paths(config, PATH_FIELDS), None, on_start, notify)
+
+
+def resume_pretraining(output_dir: str | Path, values: dict[str, Any] | None = None,
+                       overrides: dict[str, str] | None = None, *, notify: Notify | None = None):
+    """Continue the run in `output_dir` from its newest readable checkpoint. `values` (YAML
+    and flags) and `overrides` (`--set`) must match the saved run except where
+    bertkit.training.resume allows a change; `notify` receives the checkpoint and step
+    resumed from, the changes applied, and a warning per unreadable newer checkpoint."""
+    from bertkit.training.resume import resume_run
+
+    resumption = resume_run(output_dir, lambda v, o, source: build_config(v, o, source=source), values or {},
+                            overrides or {}, PATH_FIELDS)
+    return _run(resumption.config, resumption, None, notify)
+
+
+def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify: Notify | None):
     from bertkit.data.dataset import PretrainingDataset
     from bertkit.data.masking import MaskingConfig
     from bertkit.objectives import get_objective
     from bertkit.objectives.base import preset_config
-    from bertkit.training import checkpoints as ckpt
     from bertkit.training.distributed import setup, teardown
     from bertkit.training.loop import Trainer
 
     output_dir = Path(config.output_dir)
-    checkpoint = ckpt.checkpoint_to_resume(output_dir, resume, overwrite)
-    if checkpoint is not None:
-        config = _saved_config(output_dir, resume_overrides or {})
-
+    checkpoint = resumption.checkpoint if resumption is not None else None
     objective_cls = get_objective(config.objective)
     options = objective_cls.run_options(config)  # objective-specific fields (ELECTRA's generator_size, ...)
     train = PretrainingDataset.open(config.data, "train")
@@ -143,6 +162,7 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
     try:
         torch.manual_seed(config.seed)  # the same initial weights on every rank
         source = checkpoint or (Path(config.init_from) if config.init_from else None)
+        fresh: list[str] = []
         if source is not None:
             model = objective_cls.load_model(source)
             if model.config.vocab_size != info.vocab_size:
@@ -153,6 +173,7 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
             if model.config.max_position_embeddings < info.max_seq_length:
                 raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
                                    f"max_position_embeddings {model.config.max_position_embeddings}")
+            fresh = fresh_keys(model)
         else:
             model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
                                          config_class=objective_cls.config_class)
@@ -164,15 +185,32 @@ def pretrain(config: PretrainConfig, *, resume: bool = False, overwrite: bool = 
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+            if notify is not None:  # after every check, so an error stays one line
+                notes = resumption.notes() if resumption is not None else []
+                if checkpoint is None and config.init_from:
+                    notes.append(fresh_weights_note(type(model).__name__, config.init_from, fresh))
+                for line in notes:
+                    notify(line)
             if on_start is not None:
                 on_start(config)
         started = time.perf_counter()
         result = trainer.train(model, resume_from=checkpoint)
         if ctx.is_main:
-            write_run_report(config, objective, model, train, result, time.perf_counter() - started, trainer)
+            write_run_report(config, objective, model, train, result, time.perf_counter() - started, trainer,
+                             fresh=fresh, resumption=resumption)
         return result
     finally:
         teardown()
+
+
+def fresh_keys(model) -> list[str]:
+    """The state-dict keys `model` initialised fresh when it was loaded (its checkpoint
+    lacked them: an encoder-only checkpoint has no MLM/NSP heads); a model made of loaded
+    parts (ELECTRA's discriminator and generator) lists each part's, prefixed."""
+    if hasattr(model, "loading_info"):
+        return sorted(model.loading_info["missing_keys"])
+    return sorted(f"{name}.{key}" for name, part in model.named_children() if hasattr(part, "loading_info")
+                  for key in part.loading_info["missing_keys"])
 
 
 def _open_eval(directory: str):
@@ -184,16 +222,8 @@ def _open_eval(directory: str):
         return None  # a data directory without a held-out split trains without evaluation
 
 
-def _saved_config(output_dir: Path, overrides: dict[str, str]) -> PretrainConfig:
-    path = output_dir / RUN_CONFIG_FILE
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
-    return build_config(with_legacy_eval_seed(values), overrides)
-
-
-def write_run_report(config: PretrainConfig, objective, model, train, result, seconds: float, trainer) -> Path:
+def write_run_report(config: PretrainConfig, objective, model, train, result, seconds: float, trainer,
+                     fresh: list[str] | None = None, resumption: Resumption | None = None) -> Path:
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -210,6 +240,9 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
         ("Run", {"objective": config.objective, "model": f"{mc.num_hidden_layers} layers, hidden {mc.hidden_size}, "
                  f"{mc.num_attention_heads} heads, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters",
                  "initialised from": config.init_from or f"preset {config.preset} (random)",
+                 **({"initialised fresh": ", ".join(fresh or []) or "nothing (every weight loaded)"}
+                    if config.init_from else {}),
+                 **({"resumed from": resumption.report_entry()} if resumption is not None else {}),
                  "steps": result.step, "global batch": config.batch_size,
                  "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.accumulation} x {trainer.ctx.world_size}",
                  "lr (peak), warm-up": f"{config.lr:g}, {config.describe_warmup()}",

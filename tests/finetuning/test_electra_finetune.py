@@ -64,7 +64,8 @@ def test_electra_discriminator_finetunes_on_classify(electra_dir, fixtures, tmp_
 
     assert main(["evaluate", "classify", "--model", str(best), "--data", str(data), "--no-progress"]) == 0
     (result,) = stdout_jsonl(capsys.readouterr().out)
-    assert 0.0 <= result["accuracy"] <= 1.0
+    correct = result["accuracy"] * result["examples"] / 100  # percent scale: 100 x correct / examples
+    assert 0.0 <= result["accuracy"] <= 100.0 and correct == pytest.approx(round(correct))
     assert main(["predict", "--model", str(best), "A fine sentence."]) == 0
     (line,) = stdout_jsonl(capsys.readouterr().out)
     assert line["label"] in ("bad", "good")
@@ -101,4 +102,4 @@ def test_electra_discriminator_finetunes_on_multiple_choice(electra_dir, fixture
     assert_hf_logits_equal(best, transformers.ElectraForMultipleChoice, {k: v[None] for k, v in enc.items()})
     assert main(["evaluate", "multiple-choice", "--model", str(best), "--data", str(data), "--no-progress"]) == 0
     (result,) = stdout_jsonl(capsys.readouterr().out)
-    assert result["examples"] == 10 and 0.0 <= result["accuracy"] <= 1.0
+    assert result["examples"] == 10 and result["accuracy"] in [10.0 * k for k in range(11)]  # percent of 10

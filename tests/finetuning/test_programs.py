@@ -87,12 +87,12 @@ def test_metrics_match_references(tiny_model_dir, fixtures):
     logits, labels = rng.normal(size=(40, 3)), rng.integers(0, 3, size=40)
     spec = TaskSpec(family="classification", text_column="text")
     ours = classification_metrics(spec, logits, labels)
-    assert ours["accuracy"] == pytest.approx(accuracy_score(labels, logits.argmax(-1)))
-    assert ours["f1_macro"] == pytest.approx(f1_score(labels, logits.argmax(-1), average="macro"))
+    assert ours["accuracy"] == pytest.approx(100 * accuracy_score(labels, logits.argmax(-1)))  # percent scale
+    assert ours["f1_macro"] == pytest.approx(100 * f1_score(labels, logits.argmax(-1), average="macro"))
     assert ours["loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(torch.tensor(logits),
                                                                                  torch.tensor(labels))))
     binary = classification_metrics(TaskSpec(family="classification", glue_task="mrpc"), logits[:, :2], labels % 2)
-    assert binary["f1"] == pytest.approx(f1_score(labels % 2, logits[:, :2].argmax(-1)))
+    assert binary["f1"] == pytest.approx(100 * f1_score(labels % 2, logits[:, :2].argmax(-1)))
 
     prepared, _, program, _ = tagging_setup(tiny_model_dir, fixtures)
     outputs = [rng.normal(size=(len(f["input_ids"]), len(prepared.labels))) for f in prepared.train.features]
@@ -101,10 +101,10 @@ def test_metrics_match_references(tiny_model_dir, fixtures):
     predicted = predictions_to_tags(prepared.train.examples, prepared.train.features,
                                     [o.argmax(-1) for o in outputs], program.id2label, "IOB1")
     gold = [ex.tags for ex in prepared.train.examples]
-    assert ours["f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted))
-    assert ours["precision"] == pytest.approx(seqeval.metrics.precision_score(gold, predicted))
-    assert ours["recall"] == pytest.approx(seqeval.metrics.recall_score(gold, predicted))
-    assert ours["accuracy"] == pytest.approx(seqeval.metrics.accuracy_score(gold, predicted))
+    assert ours["f1"] == pytest.approx(100 * seqeval.metrics.f1_score(gold, predicted))
+    assert ours["precision"] == pytest.approx(100 * seqeval.metrics.precision_score(gold, predicted))
+    assert ours["recall"] == pytest.approx(100 * seqeval.metrics.recall_score(gold, predicted))
+    assert ours["accuracy"] == pytest.approx(100 * seqeval.metrics.accuracy_score(gold, predicted))
     assert cross_entropy(np.zeros((4, 5)), np.arange(4)) == pytest.approx(np.log(5))
 
 

@@ -17,7 +17,8 @@ from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import MaskingConfig
 from bertkit.objectives import get_objective
 from bertkit.objectives.base import preset_config
-from bertkit.pretraining import RUN_CONFIG_FILE, _saved_config, build_config
+from bertkit.cli import main
+from bertkit.pretraining import RUN_CONFIG_FILE, build_config
 from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext
 
@@ -111,4 +112,7 @@ def test_runs_saved_before_eval_seed_keep_their_masks_on_resume(data_dirs, tmp_p
     values = json.loads(path.read_text())
     del values["eval_seed"]
     path.write_text(json.dumps(values))
-    assert _saved_config(run, {}).eval_seed == 5
+    assert main(["pretrain", "--output-dir", str(run), "--resume", "--set", "max_steps=4", "--set", "progress=false"]) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    resumed_evals = [r for r in records if "eval_loss" in r and r["step"] > 2]
+    assert resumed_evals and all(r["eval_seed"] == 5 for r in resumed_evals)

@@ -6,10 +6,17 @@ import os
 import sys
 
 
+def note(message: str) -> None:
+    """`bertkit: MESSAGE` on stderr, once per run (rank 0 under torchrun): a library's
+    `notify` lines (the checkpoint a run resumed from, weights initialised fresh)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"bertkit: {message}", file=sys.stderr)
+
+
 def warn(message: str | None) -> None:
     """`bertkit: warning: MESSAGE` on stderr, once per run (rank 0 under torchrun); None: nothing."""
-    if message and os.environ.get("RANK", "0") == "0":
-        print(f"bertkit: warning: {message}", file=sys.stderr)
+    if message:
+        note(f"warning: {message}")
 
 
 def warn_about_schedule(config) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bertkit.commands import warn_about_schedule
+from bertkit.commands import note, warn_about_schedule
 from bertkit.commands.finetune import FAMILIES, SQUAD_MAX_SEQ_LENGTH, TASK_FIELDS, add_task_options
 
 # flag attribute -> config field, for both modes
@@ -146,7 +146,8 @@ def config_values(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments, read_yaml_config
-    from bertkit.training.distill import DistillConfig, TaskDistillConfig, build_config, distill_general, distill_task
+    from bertkit.training.distill import (DistillConfig, TaskDistillConfig, build_config, distill_general, distill_task,
+                                         resume_general_distillation)
 
     values = read_yaml_config(args.config) if args.config else {}
     values.update(config_values(args))
@@ -167,12 +168,15 @@ def run(args: argparse.Namespace) -> int:
         where = result.best_dir or result.output_dir / "final"
         print(f"{'best' if result.best_dir else 'final'} model: {where}  (report: {result.output_dir / 'report.md'})")
         return 0
-    if args.resume:
-        values.setdefault("data", "<saved>")
-        values.setdefault("teacher", "<saved>")
-    config = build_config(DistillConfig, values, overrides, source=args.config or "config")
-    result = distill_general(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides,
-                             on_start=None if args.resume else warn_about_schedule)  # resumed: its saved schedule
+    if args.resume:  # the saved run_config.json supplies the rest; what is given here must fit it
+        if not values.get("output_dir"):
+            from bertkit.errors import ConfigError
+
+            raise ConfigError("field 'output_dir' is required (--output-dir DIR)")
+        result = resume_general_distillation(values["output_dir"], values, overrides, notify=note)
+    else:
+        config = build_config(DistillConfig, values, overrides, source=args.config or "config")
+        result = distill_general(config, overwrite=args.overwrite, on_start=warn_about_schedule)
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
     return 0

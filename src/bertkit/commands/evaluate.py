@@ -28,14 +28,15 @@ def add_parser(subparsers) -> None:
 
 
 def _add_squad(tasks) -> None:
-    p = tasks.add_parser("squad", help="SQuAD v1.1 / v2.0 exact match and F1 (official evaluate-v1.1/v2.0 keys)",
+    p = tasks.add_parser("squad", help="SQuAD v1.1 / v2.0 / KorQuAD 1.0 exact match and F1 in percent (official keys)",
                          description="Official SQuAD scoring of a predictions JSON {question id: answer text}, or "
                                      "of a fine-tuned model's answers. SQuAD v2.0 thresholds (best_exact_thresh, "
                                      "best_f1_thresh) come in each route's unit: with --model a score difference, "
                                      "null score minus best span score (keys best_exact_thresh_unit and "
                                      "best_f1_thresh_unit say so); with --predictions and --na-prob the unit of the "
                                      "--na-prob file, as the official script (a probability for a run's "
-                                     "dev_na_probs.json, which holds sigmoid(difference)).")
+                                     "dev_na_probs.json, which holds sigmoid(difference)). Scores are "
+                                     "percentages (0-100), as the official scripts print them.")
     p.add_argument("--data", required=True, metavar="FILE", help="official SQuAD dataset JSON (e.g. dev-v1.1.json)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--predictions", metavar="FILE",
@@ -51,6 +52,10 @@ def _add_squad(tasks) -> None:
                    help='v2.0: predict "" when the no-answer probability exceeds this (default 1.0)')
     p.add_argument("--version", choices=("auto", "1", "2"), default="auto",
                    help="scoring version (default: from the dataset file)")
+    p.add_argument("--metric", choices=("auto", "squad", "korquad"), default="auto",
+                   help="answer comparison: squad (official SQuAD rule, word-level F1) or korquad (official "
+                        "KorQuAD 1.0 rule: strips brackets and quotes too, character-level F1); default: korquad "
+                        "for a file whose version starts with KorQuAD_v1 (e.g. KorQuAD_v1.0_dev), else squad")
     p.set_defaults(func=run_squad)
 
 
@@ -143,10 +148,22 @@ def run_squad(args: argparse.Namespace) -> int:
     if na_probs is not None and version == 1:
         raise BertkitError(f"--na-prob applies to SQuAD v2.0 scoring, but {args.data} is scored as v1.1 "
                            "(add --version 2 to score it as v2.0)")
+    _say_answer_metric(args, dataset.version)
     with _warnings_to_stderr():
-        result = evaluate_squad(dataset, predictions, na_probs, version=version, na_prob_thresh=args.na_prob_thresh)
+        result = evaluate_squad(dataset, predictions, na_probs, version=version, na_prob_thresh=args.na_prob_thresh,
+                                metric=args.metric)
     print(json.dumps(result))
     return 0
+
+
+def _say_answer_metric(args: argparse.Namespace, version: str | None) -> None:
+    """One stderr line when the file's version picked KorQuAD's rule (stdout stays one JSON object)."""
+    from bertkit.evaluation.squad import resolve_answer_metric
+
+    rule = resolve_answer_metric(args.metric, version)
+    if args.metric == "auto" and rule.name != "squad":
+        print(f"bertkit: scoring with {rule.description}, chosen by the file's version {version!r} "
+              "(--metric squad for SQuAD's)", file=sys.stderr)
 
 
 def _run_squad_model(args: argparse.Namespace) -> int:
@@ -160,13 +177,13 @@ def _run_squad_model(args: argparse.Namespace) -> int:
     if loaded.spec.family != "qa":
         raise BertkitError(f"{args.model}: a {loaded.spec.family.replace('_', ' ')} model; score it with "
                            f"`bertkit evaluate {_FAMILY_COMMANDS[loaded.spec.family]}`")
-    if args.version == "auto":  # as with --predictions: the dataset file's version, not the model's
-        from bertkit.evaluation.squad import read_squad_dataset
+    from bertkit.evaluation.squad import read_squad_dataset
 
-        version = read_squad_dataset(args.data).scoring_version()
-    else:
-        version = int(args.version)
-    overrides = {"squad_version": version}
+    dataset = read_squad_dataset(args.data)
+    # as with --predictions: the dataset file's version and rule, not the model's
+    version = dataset.scoring_version() if args.version == "auto" else int(args.version)
+    _say_answer_metric(args, dataset.version)
+    overrides = {"squad_version": version, "qa_metric": None if args.metric == "auto" else args.metric}
     with _warnings_to_stderr():
         result = evaluate(loaded, args.data, batch_size=args.batch_size, progress=not args.no_progress, **overrides)
     result.pop("examples")  # the official script's keys, plus the unit of its thresholds (v2.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.commands import warn_about_schedule
+from bertkit.commands import note, warn_about_schedule
 
 
 def add_parser(subparsers) -> None:
@@ -31,13 +31,16 @@ def add_parser(subparsers) -> None:
                    help="albert: cross-layer parameter sharing (default: all)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its latest checkpoint")
+    p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest readable checkpoint; other flags must "
+                   "match the saved run, except max_steps, lr, warmup_steps, logging/saving fields and --data "
+                   "of the same tokenizer")
     p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds checkpoints")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.pretraining import build_config, pretrain
+    from bertkit.errors import ConfigError
+    from bertkit.pretraining import build_config, pretrain, resume_pretraining
     from bertkit.training.config import parse_set_arguments, read_yaml_config
 
     values = read_yaml_config(args.config) if args.config else {}
@@ -46,11 +49,13 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     overrides = parse_set_arguments(args.set)
-    if args.resume:
-        values.setdefault("data", "<saved>")  # the run's saved configuration supplies it
-    config = build_config(values, overrides, source=args.config or "config")
-    result = pretrain(config, resume=args.resume, overwrite=args.overwrite, resume_overrides=overrides,
-                      on_start=None if args.resume else warn_about_schedule)  # a resumed run keeps its schedule
+    if args.resume:  # the saved run_config.json supplies the rest; what is given here must fit it
+        if not values.get("output_dir"):
+            raise ConfigError("field 'output_dir' is required (--output-dir DIR)")
+        result = resume_pretraining(values["output_dir"], values, overrides, notify=note)
+    else:
+        config = build_config(values, overrides, source=args.config or "config")
+        result = pretrain(config, overwrite=args.overwrite, on_start=warn_about_schedule, notify=note)
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
     return 0

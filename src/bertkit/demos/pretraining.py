@@ -96,8 +96,8 @@ def run_demo(options: DemoOptions) -> Path:
     evals = [r for r in result.records if "eval_mlm_accuracy" in r]
     if evals:
         first, last = evals[0], evals[-1]
-        print(f"\nheld-out MLM accuracy {first['eval_mlm_accuracy']:.1%} (step {first['step']}) -> "
-              f"{last['eval_mlm_accuracy']:.1%} (step {last['step']}); NSP accuracy {last.get('eval_nsp_accuracy', 0):.1%}")
+        print(f"\nheld-out MLM accuracy {first['eval_mlm_accuracy']:.1f}% (step {first['step']}) -> "
+              f"{last['eval_mlm_accuracy']:.1f}% (step {last['step']}); NSP accuracy {last.get('eval_nsp_accuracy', 0):.1f}%")
     run_dir = out / "run"
     print(f"\nmodel + tokenizer: {result.final_dir}   (bertkit fill-mask --model {result.final_dir} \"...[MASK]...\")")
     print(f"report: {run_dir / 'report.md'}   curves: {', '.join(p.name for p in sorted(run_dir.glob('*.png')))}")

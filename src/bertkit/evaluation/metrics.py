@@ -1,4 +1,14 @@
-"""Classification and regression metrics, and which of them each GLUE task reports.
+"""Classification and regression metrics, which of them each GLUE task reports, and the
+one scale every bertkit report prints them on.
+
+Scale. Every quality score bertkit writes — evaluate / predict JSON, metrics.jsonl,
+report.md, logged lines, plot axes, best_metrics.json — is a percentage on 0-100, as the
+GLUE and SQuAD leaderboards and the papers print them: accuracy, F1, precision, recall,
+exact match and the correlations (Matthews, Pearson, Spearman) x 100. Losses,
+perplexities, counts, thresholds and probabilities stay raw. The functions of this module
+(and of `seqeval`) return fractions, scikit-learn's / scipy's / seqeval's scale, so they
+stay drop-in comparable with those references; whatever writes a score converts it with
+`percent` (one value) or `percentages` (a dict of them) — nowhere else multiplies by 100.
 
 Plain numpy (no scikit-learn at runtime); the tests check every function against
 scikit-learn / scipy. Argument order is `(predictions, labels)` everywhere in bertkit,
@@ -16,7 +26,8 @@ Conventions for degenerate inputs (documented, never NaN, so results stay valid 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -46,6 +57,47 @@ _TASK_ALIASES = {"sst-2": "sst2", "sts-b": "stsb", "mnli-m": "mnli", "mnli-match
 REGRESSION_TASKS = frozenset({"stsb"})
 
 
+# ---------------------------------------------------------------- the reporting scale
+
+SCALE_NOTE = ("quality scores (accuracy, F1, precision, recall, exact match, Matthews / Pearson / Spearman "
+              "correlation) are percentages on 0-100; losses, perplexities, counts and thresholds are raw")
+# Metric names on the percent scale: one of these words as a "_"-separated part
+# (eval_mlm_accuracy, HasAns_exact, f1_macro), unless a raw part follows (best_f1_thresh).
+_PERCENT_WORDS = re.compile(r"(?:^|_)(?:accuracy|f1|precision|recall|exact|exact_match|mcc|pearson|spearmanr|combined)"
+                            r"(?:_macro|_micro)?$")
+
+
+def percent(value: float, total: float = 1.0) -> float:
+    """`value / total` on the 0-100 report scale, computed as 100 * value / total (the
+    official SQuAD scripts' arithmetic, so totals match them to the last digit)."""
+    return 100.0 * float(value) / total
+
+
+def percentages(scores: Mapping[str, float]) -> dict[str, float]:
+    """Every value of `scores` (fractions, e.g. `glue_metrics`) on the 0-100 scale."""
+    return {name: percent(value) for name, value in scores.items()}
+
+
+def is_percent_metric(name: str) -> bool:
+    """True for a metric name reported on the 0-100 scale (see the module docstring):
+    accuracy, mlm_accuracy, eval_f1, HasAns_exact, f1_macro, spearmanr...; False for
+    losses, perplexities, thresholds (best_f1_thresh), counts (total), mse, lr."""
+    return bool(_PERCENT_WORDS.search(name))
+
+
+def format_metric(name: str, value) -> str:
+    """A metric for a report table: percentages with 2 decimals (81.66), raw numbers with
+    4 significant digits (0.4127), anything else as str."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.2f}" if is_percent_metric(name) else f"{value:.4g}"
+
+
+def axis_label(names: Sequence[str]) -> str | None:
+    """A plot's y-axis label: "percent (0-100)" when every drawn metric is a percentage, else None."""
+    return "percent (0-100)" if names and all(is_percent_metric(n) for n in names) else None
+
+
 def glue_task_name(task: str) -> str:
     """The canonical GLUE task name (`"SST-2"` -> `"sst2"`); ConfigError for unknown tasks."""
     key = task.strip().lower().replace("_", "-")
@@ -56,7 +108,8 @@ def glue_task_name(task: str) -> str:
 
 
 def glue_metrics(task: str, predictions: ArrayLike, labels: ArrayLike) -> dict[str, float]:
-    """The official metrics of one GLUE task, as `{name: value}` (fractions, not percentages).
+    """The official metrics of one GLUE task, as `{name: value}` (fractions; reports show
+    `percentages` of them).
 
     predictions: (N,) class ids — or (N, K) logits, argmax'ed — for classification tasks;
     (N,) or (N, 1) float scores for STS-B. labels: (N,) class ids / float scores.

@@ -12,6 +12,14 @@ and reproducing their numbers:
   `na_prob_thresh` counts as answered "no answer". With an explicit `na_probs`, the
   best threshold sweep of the official script is reported as well (`best_*`).
 
+KorQuAD 1.0 (`metric="korquad"`, the default for a file whose `version` starts with
+`KorQuAD_v1`, e.g. "KorQuAD_v1.0_dev") is scored with its official rule, which changes
+the answer comparison only: before SQuAD's punctuation removal the characters
+' " 《 》 < > 〈 〉 ( ) ‘ ’ become spaces, no articles are dropped, exact match compares
+the normalized strings (single spaces kept), and F1 counts the characters of the
+normalized answers with whitespace dropped, not words: Korean attaches particles to
+words ("서울특별시에" vs "서울특별시"), so a word-level F1 scores near misses as 0.
+
 One deliberate difference: a question with no prediction scores 0 in both versions
 (the official v1.1 does this; the official v2.0 leaves it out of the total, or
 crashes). A `MissingPredictionWarning` says how many; predictions for unknown question
@@ -26,16 +34,20 @@ import re
 import string
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.evaluation.metrics import percent
 from bertkit.textio import open_binary
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+# The official KorQuAD v1.0 script's remove_(): these become spaces before punctuation removal.
+KORQUAD_SPACED_CHARACTERS = "'\"《》<>〈〉()‘’"
+_KORQUAD_TO_SPACE = str.maketrans({ch: " " for ch in KORQUAD_SPACED_CHARACTERS})
 
 
 class MissingPredictionWarning(UserWarning):
@@ -65,6 +77,10 @@ class SquadDataset:
     questions: tuple[SquadQuestion, ...]
     version: str | None = None
     marks_impossible: bool = False  # some question carries the v2.0 `is_impossible` field
+
+    def answer_metric(self) -> str:
+        """"korquad" for a KorQuAD 1.0 file (`version` "KorQuAD_v1.0_dev" and the like), else "squad"."""
+        return answer_metric_for_version(self.version)
 
     def scoring_version(self) -> int:
         """2 for a v2.0 file (version "v2.0", `is_impossible` fields or unanswerable questions), else 1."""
@@ -110,25 +126,91 @@ def token_f1(prediction: str, gold: str, *, empty_match: bool = False) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def korquad_normalize_answer(text: str) -> str:
+    """KorQuAD 1.0's normalization: the bracket / quote characters of
+    `KORQUAD_SPACED_CHARACTERS` to spaces, lowercase, drop ASCII punctuation, collapse
+    whitespace (no article removal)."""
+    text = "".join(ch for ch in text.translate(_KORQUAD_TO_SPACE).lower() if ch not in _PUNCTUATION)
+    return " ".join(text.split())
+
+
+def korquad_exact_match(prediction: str, gold: str) -> float:
+    """1.0 when the KorQuAD-normalized answers are equal (spaces count: "서울 시" != "서울시"), else 0.0."""
+    return float(korquad_normalize_answer(prediction) == korquad_normalize_answer(gold))
+
+
+def character_f1(prediction: str, gold: str) -> float:
+    """KorQuAD 1.0's F1: bag-of-characters overlap of the normalized answers, whitespace
+    dropped; 0.0 when nothing is shared (two empty answers included)."""
+    predicted_chars = "".join(korquad_normalize_answer(prediction).split())
+    gold_chars = "".join(korquad_normalize_answer(gold).split())
+    same = sum((Counter(predicted_chars) & Counter(gold_chars)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(predicted_chars), same / len(gold_chars)
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass(frozen=True)
+class AnswerMetric:
+    """How one prediction is compared with one gold answer: exact match and F1, each in [0, 1]."""
+
+    name: str
+    description: str
+    exact: Callable[[str, str], float]
+    f1: Callable[[str, str], float]
+
+
+ANSWER_METRICS = {
+    "squad": AnswerMetric("squad", "SQuAD's official rule (word-level F1)", exact_match, token_f1),
+    "korquad": AnswerMetric("korquad", "KorQuAD 1.0's official rule (character-level F1)", korquad_exact_match,
+                            character_f1),
+}
+
+
+def answer_metric_for_version(version: str | None) -> str:
+    """The rule a dataset's `version` string asks for: "korquad" for KorQuAD 1.0
+    ("KorQuAD_v1.0_train", "KorQuAD_v1.0_dev"; the official script compares the part
+    before the last "_" with "KorQuAD_v1.0"), "squad" for anything else."""
+    return "korquad" if (version or "").strip().lower().startswith("korquad_v1") else "squad"
+
+
+def resolve_answer_metric(metric: str | None, version: str | None) -> AnswerMetric:
+    """`metric` ("squad" / "korquad"), or with None / "auto" the one `version` asks for."""
+    name = answer_metric_for_version(version) if metric in (None, "auto") else str(metric).lower()
+    if name not in ANSWER_METRICS:
+        raise ConfigError(f"metric {metric!r}: expected auto, {' or '.join(ANSWER_METRICS)}")
+    return ANSWER_METRICS[name]
+
+
 # ---------------------------------------------------------------- dataset scoring
 
 
 def evaluate_squad(dataset: SquadDataset, predictions: Mapping[str, str], na_probs: Mapping[str, float] | None = None,
-                   *, version: str | int = "auto", na_prob_thresh: float = 1.0) -> dict[str, float]:
+                   *, version: str | int = "auto", na_prob_thresh: float = 1.0,
+                   metric: str | None = "auto") -> dict[str, float]:
     """Score `predictions` ({question id: answer text}) with the official v1.1 or v2.0 keys.
 
     version: "auto" (from the file, see `SquadDataset.scoring_version`), 1 or 2.
+    metric: "auto" (from the file's version string, see `answer_metric_for_version`),
+    "squad" or "korquad" (KorQuAD 1.0's official rule; v1.1-style scoring only).
     """
     chosen = _scoring_version(dataset, version)
+    rule = resolve_answer_metric(metric, dataset.version)
     if chosen == 1:
         if na_probs is not None:
             raise ConfigError("na_probs: no-answer probabilities apply to SQuAD v2.0 scoring only")
-        return evaluate_v1(dataset, predictions)
+        return evaluate_v1(dataset, predictions, rule=rule)
+    if rule.name != "squad":
+        raise ConfigError(f"metric {rule.name!r}: {rule.description} scores files where every question has an "
+                          "answer (v1.1-style); score SQuAD v2.0 with metric squad")
     return evaluate_v2(dataset, predictions, na_probs, na_prob_thresh=na_prob_thresh)
 
 
-def evaluate_v1(dataset: SquadDataset, predictions: Mapping[str, str]) -> dict[str, float]:
-    """`{"exact_match", "f1"}` in percent, as the official evaluate-v1.1.py."""
+def evaluate_v1(dataset: SquadDataset, predictions: Mapping[str, str], *,
+                rule: AnswerMetric = ANSWER_METRICS["squad"]) -> dict[str, float]:
+    """`{"exact_match", "f1"}` in percent, as the official evaluate-v1.1.py (or, with
+    `rule=ANSWER_METRICS["korquad"]`, KorQuAD's official evaluate-v1.0.py)."""
     _check_questions(dataset)
     unanswerable = [q.qid for q in dataset.questions if not q.has_answer]
     if unanswerable:
@@ -139,10 +221,10 @@ def evaluate_v1(dataset: SquadDataset, predictions: Mapping[str, str]) -> dict[s
     for question in dataset.questions:
         if question.qid in predictions:
             prediction = predictions[question.qid]
-            exact += max(exact_match(prediction, gold) for gold in question.answers)
-            f1 += max(token_f1(prediction, gold) for gold in question.answers)
+            exact += max(rule.exact(prediction, gold) for gold in question.answers)
+            f1 += max(rule.f1(prediction, gold) for gold in question.answers)
     total = len(dataset.questions)
-    return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
+    return {"exact_match": percent(exact, total), "f1": percent(f1, total)}
 
 
 def evaluate_v2(dataset: SquadDataset, predictions: Mapping[str, str], na_probs: Mapping[str, float] | None = None,
@@ -219,7 +301,7 @@ def best_threshold_sweep(dataset: SquadDataset, predictions: Mapping[str, str], 
             score -= 1
         if score > best:
             best, threshold = score, float(na_probs[qid])
-    return BestThreshold(threshold, 100.0 * best / len(dataset.questions))
+    return BestThreshold(threshold, percent(best, len(dataset.questions)))
 
 
 def squad_v2_threshold(dataset: SquadDataset, predictions: Mapping[str, str], null_score_diffs: Mapping[str, float],
@@ -246,8 +328,8 @@ def squad_v2_threshold(dataset: SquadDataset, predictions: Mapping[str, str], nu
 
 def _summary(questions, exact: Mapping[str, float], f1: Mapping[str, float]) -> dict[str, float]:
     total = len(questions)
-    return {"exact": 100.0 * sum(exact[q.qid] for q in questions) / total,
-            "f1": 100.0 * sum(f1[q.qid] for q in questions) / total, "total": total}
+    return {"exact": percent(sum(exact[q.qid] for q in questions), total),
+            "f1": percent(sum(f1[q.qid] for q in questions), total), "total": total}
 
 
 def _no_answer_probabilities(dataset: SquadDataset, predictions: Mapping[str, str],

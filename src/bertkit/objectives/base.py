@@ -20,6 +20,7 @@ from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
+from bertkit.evaluation.metrics import percent
 from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
@@ -160,7 +161,7 @@ def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
     if not count:
         return {}
     mean = stats["mlm_loss_sum"] / count
-    return {"mlm_loss": mean, "mlm_accuracy": stats["mlm_correct"] / count, "mlm_perplexity": math.exp(min(mean, 50.0))}
+    return {"mlm_loss": mean, "mlm_accuracy": percent(stats["mlm_correct"], count), "mlm_perplexity": math.exp(min(mean, 50.0))}
 
 
 def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any],

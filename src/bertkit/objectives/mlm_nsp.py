@@ -12,7 +12,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bertkit.evaluation.metrics import percent
 from bertkit.model import BertForPreTraining
+from bertkit.model.families import model_inputs
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 
 
@@ -37,7 +39,7 @@ class MlmNspObjective(PretrainingObjective):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         labels = batch["labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
+        out = model(**model_inputs(model, batch), labels=labels)
         stats = mlm_statistics(getattr(out, self.logits_field), labels, out.loss)
         # out.loss is this micro-batch's mean over its masked positions: times its count over
         # the global count gives its share of the global mean
@@ -56,7 +58,7 @@ class MlmNspObjective(PretrainingObjective):
         metrics = mlm_metrics(stats)
         if stats.get("nsp_count"):
             metrics["nsp_loss"] = stats["nsp_loss_sum"] / stats["nsp_count"]
-            metrics["nsp_accuracy"] = stats["nsp_correct"] / stats["nsp_count"]
+            metrics["nsp_accuracy"] = percent(stats["nsp_correct"], stats["nsp_count"])
         if "mlm_loss" in metrics:
             metrics["loss"] = metrics["mlm_loss"] + metrics.get("nsp_loss", 0.0)
         return metrics

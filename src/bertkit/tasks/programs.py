@@ -47,6 +47,8 @@ from torch import nn
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
+from bertkit.evaluation.metrics import percent, percentages
+from bertkit.model.families import model_inputs
 from bertkit.training.program import TrainingProgram
 
 TASK_FILE = "bertkit_task.json"
@@ -65,7 +67,9 @@ class TaskSpec:
     `regression`; `has_pairs`: inputs are text pairs. Tagging: `scheme` of the training
     file (IOB1 / IOB2 / IOBES; predictions are written in it) and `tag_column`. QA:
     `squad_version` (1 or 2), the window settings, the answer-length and n-best limits,
-    and `null_threshold` (v2.0: answer when null score - best span score <= it).
+    and `null_threshold` (v2.0: answer when null score - best span score <= it);
+    `qa_metric`: "squad" / "korquad" answer comparison, None: from each scored file's
+    version string (KorQuAD_v1.0_... -> korquad).
     """
 
     family: str
@@ -84,6 +88,7 @@ class TaskSpec:
     max_answer_length: int = 30
     n_best_size: int = 20
     null_threshold: float = 0.0
+    qa_metric: str | None = None
 
     def save(self, directory: Path) -> None:
         write_text_atomic(Path(directory) / TASK_FILE, json.dumps(dataclasses.asdict(self), indent=2) + "\n")
@@ -159,7 +164,7 @@ def run_features(
     for start in tqdm(starts, desc=desc, unit="batch", leave=False, disable=not progress or None):
         rows = order[start : start + batch_size]
         batch = collate([features[i] for i in rows])
-        out = model(batch["input_ids"].to(device), batch["token_type_ids"].to(device), batch["attention_mask"].to(device))
+        out = model(**model_inputs(model, batch, device))
         if getattr(out, "start_logits", None) is not None:  # QA: (B, T, 2)
             logits = torch.stack([out.start_logits, out.end_logits], dim=-1).float().cpu().numpy()
         else:
@@ -266,7 +271,7 @@ class TaskProgram(TrainingProgram):
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
         """The model's output on a collated batch (a program whose batches hold other
         inputs, e.g. cached features, overrides this)."""
-        return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], **targets)
+        return model(**model_inputs(model, batch), **targets)
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
@@ -286,7 +291,7 @@ class TaskProgram(TrainingProgram):
             return {}
         metrics = {"task_loss": stats["task_loss_sum"] / count}
         if "task_correct" in stats:
-            metrics["accuracy"] = stats["task_correct"] / count
+            metrics["accuracy"] = percent(stats["task_correct"], count)
         return metrics
 
     # ---- evaluation ----------------------------------------------------------------------
@@ -405,7 +410,8 @@ class ClassificationProgram(TaskProgram):
 
 def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """GLUE's metrics for a GLUE task; accuracy and macro F1 (classification) or Pearson,
-    Spearman and MSE (regression) otherwise; plus the mean `loss`. logits (N, K)."""
+    Spearman and MSE (regression) otherwise — scores in percent, MSE raw; plus the mean
+    `loss`. logits (N, K)."""
     from bertkit.evaluation import metrics as m
 
     if spec.regression:
@@ -413,14 +419,14 @@ def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarra
         values = (m.glue_metrics(spec.glue_task, logits, labels) if spec.glue_task
                   else {"pearson": m.pearson(scores, labels), "spearmanr": m.spearman(scores, labels)})
         loss = float(np.mean((scores.astype(np.float64) - labels) ** 2))
-        return {**values, "mse": loss, "loss": loss}
+        return {**percentages(values), "mse": loss, "loss": loss}
     labels = labels.astype(np.int64)
     if spec.glue_task:
         values = m.glue_metrics(spec.glue_task, logits, labels)
     else:
         predicted = logits.argmax(-1)
         values = {"accuracy": m.accuracy(predicted, labels), "f1_macro": m.f1_score(predicted, labels, average="macro")}
-    return {**values, "loss": cross_entropy(logits, labels)}
+    return {**percentages(values), "loss": cross_entropy(logits, labels)}
 
 
 # ---------------------------------------------------------------------------- tagging
@@ -473,8 +479,8 @@ class TaggingProgram(TaskProgram):
 
 
 def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[int, str]) -> dict[str, float]:
-    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules), token
-    accuracy over words, and the mean loss over the labelled first sub-tokens."""
+    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules) and token
+    accuracy over words, in percent, and the mean loss over the labelled first sub-tokens."""
     from bertkit.evaluation import seqeval
     from bertkit.tasks.tagging import predictions_to_tags
 
@@ -486,7 +492,7 @@ def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[in
     labels = np.concatenate([f["labels"] for f in data.features])
     tagged = labels != -100
     loss = cross_entropy(logits[tagged], labels[tagged]) if tagged.any() else 0.0
-    return {**scores, "accuracy": seqeval.accuracy_score(predicted, gold), "loss": loss}
+    return {**percentages(scores), "accuracy": percent(seqeval.accuracy_score(predicted, gold)), "loss": loss}
 
 
 # ---------------------------------------------------------------------------- multiple choice
@@ -523,7 +529,7 @@ def multiple_choice_metrics(data: TaskData, outputs: list[np.ndarray]) -> dict[s
         raise BertkitError(f"{data.path}: examples with different numbers of choices")
     logits = np.stack(outputs)  # (N, C)
     labels = np.asarray([f["labels"] for f in data.features], dtype=np.int64)
-    return {"accuracy": accuracy(logits.argmax(-1), labels), "loss": cross_entropy(logits, labels)}
+    return {"accuracy": percent(accuracy(logits.argmax(-1), labels)), "loss": cross_entropy(logits, labels)}
 
 
 # ---------------------------------------------------------------------------- question answering
@@ -568,8 +574,7 @@ class QuestionAnsweringProgram(TaskProgram):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         starts, ends = batch["start_positions"], batch["end_positions"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                    start_positions=starts, end_positions=ends)
+        out = model(**model_inputs(model, batch), start_positions=starts, end_positions=ends)
         count = float(starts.shape[0])
         loss = out.loss * (count / max(totals["task"], 1.0))  # out.loss: mean over the micro-batch's windows
         both = (out.start_logits.detach().argmax(-1) == starts) & (out.end_logits.detach().argmax(-1) == ends)
@@ -608,7 +613,8 @@ def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
                tune_threshold: bool = True) -> tuple[dict[str, float], float]:
     """Official SQuAD scores (percent) and the v2.0 null threshold used.
 
-    v1.1: {"exact_match", "f1"}. v2.0: the official evaluate-v2.0 keys with the best
+    v1.1: {"exact_match", "f1"}, with the answer rule of `qa_answer_metric` (KorQuAD
+    1.0's for a KorQuAD file). v2.0: the official evaluate-v2.0 keys with the best
     non-null answers and their null-score differences as the no-answer scores; "exact"
     and "f1" at the threshold — tuned on `data` (best dev F1) or the spec's."""
     from bertkit.evaluation.squad import evaluate_squad
@@ -616,13 +622,24 @@ def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
 
     answers = qa_answers(spec, data, outputs)
     dataset = to_squad_dataset(data.examples)
+    metric = qa_answer_metric(spec, data).name
     if (spec.squad_version or 1) == 1:
-        return evaluate_squad(dataset, answers.predictions, version=1), spec.null_threshold
+        return evaluate_squad(dataset, answers.predictions, version=1, metric=metric), spec.null_threshold
     threshold = spec.null_threshold
     if tune_threshold:
         threshold = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts).threshold
-    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold)
+    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold,
+                            metric=metric)
     return values, threshold
+
+
+def qa_answer_metric(spec: TaskSpec, data: TaskData):
+    """The answer rule (`bertkit.evaluation.squad.AnswerMetric`) scoring `data`: the spec's
+    `qa_metric`, else the one the file's version string asks for."""
+    from bertkit.evaluation.squad import resolve_answer_metric
+
+    version = data.examples[0].dataset_version if data.examples else None
+    return resolve_answer_metric(spec.qa_metric, version)
 
 
 PROGRAMS: dict[str, type[TaskProgram]] = {

@@ -75,6 +75,8 @@ class QAExample:
 
     answers: (text, start character in `context`) pairs; several for dev sets, [] for
     an unanswerable (v2.0) question. source: "file: data[a].paragraphs[p].qas[q]".
+    dataset_version: the file's "version" string (it picks the scoring rule:
+    "KorQuAD_v1.0_dev" -> KorQuAD's).
     """
 
     qid: str
@@ -83,6 +85,7 @@ class QAExample:
     answers: list[tuple[str, int]]
     is_impossible: bool
     source: str
+    dataset_version: str | None = None
 
 
 @dataclass
@@ -128,6 +131,8 @@ def read_examples(path: str | Path, version: str | int = "auto", *, training: bo
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise BertkitError(f"{path}: not a SQuAD file (expected a JSON object with a 'data' list of articles)")
     number = _file_version(document, version)
+    declared = document.get("version")
+    declared = str(declared) if declared is not None else None
     examples: list[QAExample] = []
     seen: dict[str, str] = {}
     for a, article in enumerate(document["data"]):
@@ -145,7 +150,7 @@ def read_examples(path: str | Path, version: str | int = "auto", *, training: bo
             if not isinstance(context, str) or not context.strip():
                 raise BertkitError(f"{where}: the 'context' is missing, empty or whitespace only")
             for q, qa in enumerate(qas):
-                example = _example(qa, context, f"{where}.qas[{q}]", number, training)
+                example = _example(qa, context, f"{where}.qas[{q}]", number, training, declared)
                 if example.qid in seen:
                     raise BertkitError(f"{example.source} (id {example.qid}): the same id as {seen[example.qid]}")
                 seen[example.qid] = example.source
@@ -195,7 +200,8 @@ def _file_version(document: Mapping[str, Any], version: str | int) -> int:
     return 1
 
 
-def _example(qa: Any, context: str, where: str, version: int, training: bool) -> QAExample:
+def _example(qa: Any, context: str, where: str, version: int, training: bool,
+             dataset_version: str | None = None) -> QAExample:
     if not isinstance(qa, dict):
         raise BertkitError(f"{where}: expected a question object")
     qid = qa.get("id")
@@ -221,7 +227,7 @@ def _example(qa: Any, context: str, where: str, version: int, training: bool) ->
             f"{source}: no answers (a SQuAD v1.1 question needs one; read the file as version 2 for "
             "unanswerable questions)"
         )
-    return QAExample(qid, question, context, answers, not answers, where)
+    return QAExample(qid, question, context, answers, not answers, where, dataset_version)
 
 
 def _answer(answer: Any, context: str, where: str, training: bool) -> tuple[str, int]:

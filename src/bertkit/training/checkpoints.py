@@ -47,16 +47,35 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
-def checkpoint_to_resume(output_dir: Path, resume: bool, overwrite: bool) -> Path | None:
-    """The run's latest checkpoint with `resume` (an error when there is none); else None,
-    and an error when `output_dir` already holds a run and `overwrite` is off."""
-    if resume:
-        checkpoint = latest_checkpoint(output_dir)
-        if checkpoint is None:
-            raise BertkitError(f"{output_dir}: no checkpoint to resume from (start without --resume)")
-        return checkpoint
+def refuse_existing_run(output_dir: Path, overwrite: bool) -> None:
+    """An error when `output_dir` already holds a run (checkpoints) and `overwrite` is off."""
     if list_checkpoints(output_dir) and not overwrite:
         raise BertkitError(f"{output_dir}: already holds a run; pass --resume to continue it or --overwrite to start over")
+
+
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """Why `checkpoint` cannot be resumed from, in one line naming the file (its training
+    state, a weights file or a config.json does not read back); None when it reads back.
+    Tensors are memory-mapped, so the check costs little more than the files' headers."""
+    import json
+
+    from safetensors import safe_open
+
+    try:
+        load_training_state(checkpoint, mmap=True)
+    except BertkitError as exc:
+        return str(exc)
+    for path in sorted(checkpoint.rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt"):
+                pass
+        except Exception as exc:  # safetensors raises its own error type
+            return f"{path}: cannot read the weights ({str(exc).splitlines()[0]})"
+    for path in sorted(checkpoint.rglob("config.json")):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return f"{path}: cannot read the model configuration ({exc})"
     return None
 
 
@@ -110,10 +129,10 @@ def save_training_state(directory: Path, state: dict[str, Any]) -> None:
         torch.save(state, tmp)
 
 
-def load_training_state(checkpoint: Path) -> dict[str, Any]:
+def load_training_state(checkpoint: Path, mmap: bool = False) -> dict[str, Any]:
     path = checkpoint / STATE_FILE
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise BertkitError(f"{path}: no such file (not a training checkpoint)") from None
     except Exception as exc:  # unpickling errors come in many types

@@ -83,6 +83,7 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.finetuning import FinetuneConfig
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.families import model_inputs
 from bertkit.tasks.programs import (
     ClassificationProgram,
     MultipleChoiceProgram,
@@ -97,13 +98,13 @@ from bertkit.training.config import (
     check_choice,
     parse_value,
     to_json,
-    with_legacy_eval_seed,
 )
+from bertkit.training.resume import RUN_CONFIG_FILE, absolute_paths
 
 SOFT_LOSSES = ("kl", "ce")
 CACHE_DIR = "teacher-cache"
 PROJECTION_FILE = "distill_projection.safetensors"
-RUN_CONFIG_FILE = "run_config.json"
+GENERAL_PATH_FIELDS = ("data", "output_dir", "teacher", "cache_dir")  # stored absolute in run_config.json
 
 
 # ---------------------------------------------------------------------------- losses
@@ -403,12 +404,18 @@ class DistillationModel(nn.Module):
             nn.init.normal_(self.projection.weight, 0.0, student.config.initializer_range)
             nn.init.zeros_(self.projection.bias)
 
+    @property
+    def config(self):
+        """The student's config: its family names the inputs (bertkit.model.families.model_inputs)."""
+        return self.student.config
+
     def forward(self, input_ids, token_type_ids, attention_mask, labels, output_hidden_states=False,
                 output_attentions=False):
         """The student's BertForPreTrainingOutput and its hidden states (L+1 of (B, T, H_t),
         projected when widths differ; None unless asked for)."""
-        out = self.student(input_ids, token_type_ids, attention_mask, labels=labels,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        out = self.student(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           labels=labels, output_hidden_states=output_hidden_states,
+                           output_attentions=output_attentions)
         hidden = out.hidden_states
         if hidden is not None and self.projection is not None:
             hidden = tuple(self.projection(h) for h in hidden)
@@ -493,7 +500,7 @@ class GeneralDistillation(PretrainingObjective):
         hidden state and the mapped hidden states / attention maps, as ordinary tensors."""
         teacher = _teacher_device(self.teacher, batch["input_ids"].device)
         with torch.inference_mode():
-            out = teacher.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+            out = teacher.bert(**model_inputs(teacher, batch),
                                output_hidden_states=bool(self.hidden_map),
                                output_attentions=bool(self.attention_map))
             result: dict[str, Any] = {}
@@ -573,7 +580,7 @@ class GeneralDistillation(PretrainingObjective):
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         labels, mask = batch["labels"], batch["attention_mask"]
-        out, hidden = model(batch["input_ids"], batch["token_type_ids"], mask, labels=labels,
+        out, hidden = model(**model_inputs(model, batch), labels=labels,
                             output_hidden_states=self.want_hidden, output_attentions=bool(self.attention_map))
         teacher = self.teacher_outputs(batch)
         masked, tokens = max(totals["mlm"], 1.0), max(totals["tokens"], 1.0)
@@ -710,18 +717,33 @@ def general_cache_key(config: DistillConfig, teacher: nn.Module, train) -> str:
                     "seed": config.seed, "stored": stored})
 
 
-def distill_general(config: DistillConfig, *, resume: bool = False, overwrite: bool = False,
-                    resume_overrides: dict[str, str] | None = None, on_start=None):
+def distill_general(config: DistillConfig, *, overwrite: bool = False, on_start=None):
     """Run general distillation (`bertkit distill --data DIR`); returns the loop's TrainResult.
     `on_start(config)` runs once every check has passed, just before the first step."""
     from bertkit.training import checkpoints as ckpt
+
+    ckpt.refuse_existing_run(Path(config.output_dir), overwrite)
+    return _run_general(absolute_paths(config, GENERAL_PATH_FIELDS), None, on_start)
+
+
+def resume_general_distillation(output_dir: str | Path, values: dict[str, Any] | None = None,
+                                overrides: dict[str, str] | None = None, *, notify=None):
+    """Continue the general distillation in `output_dir` from its newest readable
+    checkpoint; `values` and `overrides` must match the saved run except where
+    bertkit.training.resume allows a change (as `bertkit pretrain --resume`)."""
+    from bertkit.training.resume import resume_run
+
+    resumption = resume_run(output_dir, lambda v, o, source: build_config(DistillConfig, v, o, source=source),
+                            values or {}, overrides or {}, GENERAL_PATH_FIELDS)
+    return _run_general(resumption.config, resumption, None, notify)
+
+
+def _run_general(config: DistillConfig, resumption, on_start, notify=None):
     from bertkit.training.distributed import setup, teardown
     from bertkit.training.loop import Trainer
 
     output_dir = Path(config.output_dir)
-    checkpoint = ckpt.checkpoint_to_resume(output_dir, resume, overwrite)
-    if checkpoint is not None:
-        config = _saved_config(output_dir, resume_overrides or {})
+    checkpoint = resumption.checkpoint if resumption is not None else None
     program, model, fresh = prepare_general(config, checkpoint)
     ctx = setup()
     try:
@@ -729,24 +751,17 @@ def distill_general(config: DistillConfig, *, resume: bool = False, overwrite: b
         if ctx.is_main:
             output_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
+            for line in resumption.notes() if resumption is not None and notify is not None else []:
+                notify(line)  # after every check, so an error stays one line
             if on_start is not None:
                 on_start(config)
         started = time.perf_counter()
         result = trainer.train(model, resume_from=checkpoint)
         if ctx.is_main:
-            _write_general_report(config, program, model, fresh, result, time.perf_counter() - started)
+            _write_general_report(config, program, model, fresh, result, time.perf_counter() - started, resumption)
         return result
     finally:
         teardown()
-
-
-def _saved_config(output_dir: Path, overrides: dict[str, str]) -> DistillConfig:
-    path = output_dir / RUN_CONFIG_FILE
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
-    return build_config(DistillConfig, with_legacy_eval_seed(values), overrides, source=str(path))
 
 
 def _describe_student(teacher_config, student_config_, teacher_dir: str, fresh: list[str]) -> dict[str, Any]:
@@ -762,7 +777,8 @@ def _describe_student(teacher_config, student_config_, teacher_dir: str, fresh: 
     }
 
 
-def _write_general_report(config: DistillConfig, program, model, fresh, result, seconds: float) -> Path:
+def _write_general_report(config: DistillConfig, program, model, fresh, result, seconds: float,
+                          resumption=None) -> Path:
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -783,6 +799,7 @@ def _write_general_report(config: DistillConfig, program, model, fresh, result, 
         ("Run", {"steps": result.step, "global batch": config.batch_size, "lr (peak), warm-up":
                  f"{config.lr:g}, {config.describe_warmup()}", "masking": f"{config.masking}, {config.mlm_probability:.0%}",
                  "seed": config.seed, "held-out masks": program.describe_eval_masks(),
+                 **({"resumed from": resumption.report_entry()} if resumption is not None else {}),
                  "data": f"{config.data} ({program.train.info.num_instances} instances)",
                  "wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1)}),
         ("Final metrics", final or "no metrics logged"),
@@ -801,6 +818,7 @@ class _Recorder:
 
     def __init__(self, model):
         self.model = model
+        self.module = model  # what model_inputs looks through, as through DDP's wrapper
         self.output = None
 
     def __call__(self, *args, **kwargs):
@@ -1105,7 +1123,8 @@ def _task_name(spec) -> str:
 
 def _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
                        seconds) -> Path:
-    from bertkit.finetuning import qa_threshold_note
+    from bertkit.evaluation.metrics import format_metric
+    from bertkit.finetuning import qa_scoring_rule, qa_threshold_note
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -1116,7 +1135,8 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
     best: dict[str, Any] | str = "no dev set: no best model (use final/)"
     if result.best_step is not None:
         teacher_value = (teacher_metrics or {}).get(metric)
-        best = {"metric": metric, "student (best)": result.best_metric, "teacher": teacher_value,
+        best = {"metric": metric, "student (best)": format_metric(metric, result.best_metric),
+                "teacher": None if teacher_value is None else format_metric(metric, teacher_value),
                 "student / teacher": result.best_metric / teacher_value if teacher_value else None,
                 "step": result.best_step, "model": "best/"}
     qa_files = (", `dev_predictions.json`" + (", `dev_na_probs.json`" if prepared.spec.squad_version == 2 else "")
@@ -1128,7 +1148,7 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
                           "soft targets": program.soft_targets,
                           "temperature": config.temperature, "soft loss": config.soft_loss,
                           "loss weights": f"soft {config.alpha_soft:g}, hard {config.alpha_hard:g}"}),
-        ("Run", {"task": _task_name(prepared.spec),
+        ("Run", {"task": _task_name(prepared.spec), **qa_scoring_rule(prepared),
                  "train": f"{config.train}: {len(prepared.train.examples)} examples, "
                           f"{len(prepared.train.features)} sequences",
                  "dev": f"{config.dev}" if config.dev else "none", "epochs": config.epochs,

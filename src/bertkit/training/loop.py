@@ -194,12 +194,23 @@ class Trainer:
         else:
             optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        self._apply_schedule(optimizer, scheduler)
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
         ckpt.restore_rng_state(state["rng"])
         if state.get("best"):
             self._best = dict(state["best"])
         return int(state["step"])
+
+    def _apply_schedule(self, optimizer, scheduler) -> None:
+        """The configured lr schedule from the resumed step on: a resumed run may change
+        lr, warmup_steps or max_steps, which the saved optimizer and scheduler state would
+        otherwise keep (unchanged, these are the numbers the saved state holds)."""
+        scheduler.base_lrs = [self.config.lr for _ in optimizer.param_groups]
+        for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas):
+            group["initial_lr"] = self.config.lr
+            group["lr"] = self.config.lr * factor(scheduler.last_epoch)
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
 
     # ---- best model and early stopping ---------------------------------------------------
     def _track_best(self, model: nn.Module, step: int, metrics: dict[str, float]) -> bool:

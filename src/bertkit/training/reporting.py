@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.atomic import write_text_atomic
+from bertkit.evaluation.metrics import SCALE_NOTE, axis_label, format_metric
 from bertkit.plots import new_figure, save_png
 
 METRICS_FILE = "metrics.jsonl"
@@ -80,6 +81,9 @@ def plot_curves(records: list[dict[str, Any]], output_dir: Path, panels: list[tu
         for key, steps, values in drawn:
             ax.plot(steps, values, marker="o" if len(steps) < 20 else None, markersize=3, label=key)
         ax.set_xlabel("step")
+        label = axis_label([key for key, *_ in drawn])
+        if label:
+            ax.set_ylabel(label)
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend()
@@ -94,24 +98,33 @@ def plot_file_stem(title: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", title.lower()).strip("_") or "plot"
 
 
+def fresh_weights_note(model_name: str, source: str | Path, fresh: list[str]) -> str:
+    """One line on loading a checkpoint: the weights it lacked, initialised fresh (a new
+    head), or that every weight was loaded. Fine-tuning and continued pre-training say it."""
+    return f"{model_name} from {source}: " + (f"initialised fresh: {', '.join(fresh)}" if fresh
+                                              else "every weight loaded (head included)")
+
+
 def write_report(output_dir: Path, title: str, sections: list[tuple[str, Any]], plots: list[Path]) -> Path:
-    """report.md: a heading, sections of key/value tables or text, and the plots inline."""
+    """report.md: a heading, sections of key/value tables or text, and the plots inline.
+    Values are shown with `format_metric` (percentages with 2 decimals)."""
     lines = [f"# {title}", ""]
     for heading, body in sections:
         lines += [f"## {heading}", ""]
         if isinstance(body, dict):
-            lines += ["| | |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in body.items()]
+            lines += ["| | |", "|---|---|"] + [f"| {k} | {_fmt(k, v)} |" for k, v in body.items()]
         else:
             lines.append(str(body))
         lines.append("")
     if plots:
         lines += ["## Curves", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    lines += [f"Scale: {SCALE_NOTE}.", ""]
     path = output_dir / "report.md"
     write_text_atomic(path, "\n".join(lines))
     return path
 
 
-def _fmt(value: Any) -> str:
+def _fmt(key: str, value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return format_metric(key, value)
     return str(value)
