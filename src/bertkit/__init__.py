@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "BertConfig": "bertkit.config",
+    "PretrainedConfig": "bertkit.pretrained_config",
+    "PreTrainedModel": "bertkit.model",
     "BertModel": "bertkit.model",
     "BertForPreTraining": "bertkit.model",
     "BertModelOutput": "bertkit.model",

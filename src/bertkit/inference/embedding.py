@@ -22,6 +22,7 @@ from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.features import pool_tokens, select_layers
 from bertkit.inference.loading import LoadedModel, load_encoder, max_tokens
+from bertkit.model.families import model_inputs
 
 
 def _load(model, tokenizer) -> LoadedModel:
@@ -101,10 +102,8 @@ def embed(
                     {"input_ids": [ids_list[i] for i in rows], "token_type_ids": [types_list[i] for i in rows]},
                     return_tensors="pt",
                 )
-                input_ids, token_type_ids, attention_mask = (
-                    batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-                )
-                out = model(input_ids, token_type_ids, attention_mask, output_hidden_states=need_all_layers)
+                attention_mask = batch["attention_mask"]
+                out = model(**model_inputs(model, batch), output_hidden_states=need_all_layers)
                 if pooling == "pooler":
                     vectors = out.pooler_output
                 else:

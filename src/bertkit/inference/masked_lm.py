@@ -11,6 +11,7 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.inference.loading import LoadedModel, load_masked_lm, max_tokens
+from bertkit.model.families import model_inputs
 
 
 def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
@@ -69,7 +70,7 @@ def _predict_chunk(texts: list[str], offset: int, single: bool, model, tokenizer
             raise BertkitError(f"{where} has no {tokenizer.mask_token} token within the first "
                                f"{int(encoded['attention_mask'][row].sum())} tokens")
     with torch.inference_mode():
-        out = model(input_ids, encoded["token_type_ids"], encoded["attention_mask"])
+        out = model(**model_inputs(model, encoded))
         # (B, T, V); BERT's and ALBERT's pre-training models name it prediction_logits
         logits = out.prediction_logits if hasattr(out, "prediction_logits") else out.logits
         probs = logits[is_mask].float().softmax(-1)  # (masks in the batch, V), row-major

@@ -48,6 +48,7 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent, percentages
+from bertkit.model.families import model_inputs
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 from bertkit.training.program import TrainingProgram
 
@@ -167,7 +168,7 @@ def run_features(
     for start in tqdm(starts, desc=desc, unit="batch", leave=False, disable=not progress or None):
         rows = order[start : start + batch_size]
         batch = collate([features[i] for i in rows])
-        out = model(batch["input_ids"].to(device), batch["token_type_ids"].to(device), batch["attention_mask"].to(device))
+        out = model(**model_inputs(model, batch, device))
         if getattr(out, "start_logits", None) is not None:  # QA: (B, T, 2)
             logits = torch.stack([out.start_logits, out.end_logits], dim=-1).float().cpu().numpy()
         else:
@@ -279,7 +280,7 @@ class TaskProgram(TrainingProgram):
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
         """The model's output on a collated batch (a program whose batches hold other
         inputs, e.g. cached features, overrides this)."""
-        return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], **targets)
+        return model(**model_inputs(model, batch), **targets)
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
@@ -582,8 +583,7 @@ class QuestionAnsweringProgram(TaskProgram):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         starts, ends = batch["start_positions"], batch["end_positions"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                    start_positions=starts, end_positions=ends)
+        out = model(**model_inputs(model, batch), start_positions=starts, end_positions=ends)
         count = float(starts.shape[0])
         loss = out.loss * (count / max(totals["task"], 1.0))  # out.loss: mean over the micro-batch's windows
         both = (out.start_logits.detach().argmax(-1) == starts) & (out.end_logits.detach().argmax(-1) == ends)

@@ -83,6 +83,7 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.finetuning import FinetuneConfig
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.families import model_inputs
 from bertkit.tasks.programs import (
     ClassificationProgram,
     MultipleChoiceProgram,
@@ -403,12 +404,18 @@ class DistillationModel(nn.Module):
             nn.init.normal_(self.projection.weight, 0.0, student.config.initializer_range)
             nn.init.zeros_(self.projection.bias)
 
+    @property
+    def config(self):
+        """The student's config: its family names the inputs (bertkit.model.families.model_inputs)."""
+        return self.student.config
+
     def forward(self, input_ids, token_type_ids, attention_mask, labels, output_hidden_states=False,
                 output_attentions=False):
         """The student's BertForPreTrainingOutput and its hidden states (L+1 of (B, T, H_t),
         projected when widths differ; None unless asked for)."""
-        out = self.student(input_ids, token_type_ids, attention_mask, labels=labels,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        out = self.student(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           labels=labels, output_hidden_states=output_hidden_states,
+                           output_attentions=output_attentions)
         hidden = out.hidden_states
         if hidden is not None and self.projection is not None:
             hidden = tuple(self.projection(h) for h in hidden)
@@ -493,7 +500,7 @@ class GeneralDistillation(PretrainingObjective):
         hidden state and the mapped hidden states / attention maps, as ordinary tensors."""
         teacher = _teacher_device(self.teacher, batch["input_ids"].device)
         with torch.inference_mode():
-            out = teacher.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+            out = teacher.bert(**model_inputs(teacher, batch),
                                output_hidden_states=bool(self.hidden_map),
                                output_attentions=bool(self.attention_map))
             result: dict[str, Any] = {}
@@ -573,7 +580,7 @@ class GeneralDistillation(PretrainingObjective):
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         labels, mask = batch["labels"], batch["attention_mask"]
-        out, hidden = model(batch["input_ids"], batch["token_type_ids"], mask, labels=labels,
+        out, hidden = model(**model_inputs(model, batch), labels=labels,
                             output_hidden_states=self.want_hidden, output_attentions=bool(self.attention_map))
         teacher = self.teacher_outputs(batch)
         masked, tokens = max(totals["mlm"], 1.0), max(totals["tokens"], 1.0)
@@ -811,6 +818,7 @@ class _Recorder:
 
     def __init__(self, model):
         self.model = model
+        self.module = model  # what model_inputs looks through, as through DDP's wrapper
         self.output = None
 
     def __call__(self, *args, **kwargs):
