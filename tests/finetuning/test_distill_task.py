@@ -77,7 +77,7 @@ def test_task_distillation_two_steps(teacher, fixtures, tmp_path, capsys):
 def test_task_loss_is_soft_targets_plus_labels(tiny_model_dir):
     from bertkit import BertConfig, BertForSequenceClassification, Tokenizer
     from bertkit.tasks.programs import TaskSpec
-    from bertkit.training.distill import TaskDistillation, TaskDistillConfig
+    from bertkit.distillation import TaskDistillation, TaskDistillConfig
 
     torch.manual_seed(0)
     config = BertConfig.from_pretrained(tiny_model_dir).with_labels(["0", "1"])
