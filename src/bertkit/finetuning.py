@@ -638,7 +638,3 @@ def write_dev_predictions(prepared: PreparedTask, outputs: list | None, output_d
 def dev_plots(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> list[Path]:
     """The family's plots of the best model's dev predictions (classification: confusion_matrix.png)."""
     return prepared.family.hook("dev_plots")(prepared.spec, prepared.dev, prepared.labels, outputs, output_dir)
-
-
-# training/distill.py's names for these (until distillation moves to its own package)
-qa_scoring_rule, qa_threshold_note, write_qa_predictions = report_details, report_sections, write_dev_predictions

@@ -19,7 +19,9 @@ The entry declares (a `TaskFamily`):
   variant (`finetune ner --features`), None when the family has none;
 - `head`: the model-family head key it trains (bertkit.model.families `tasks`), its
   name unless it reuses another family's head;
-- `label_names`: whether its models carry a label map (id2label); `max_seq_length`:
+- `label_names`: whether its models carry a label map (id2label); `placeholder_labels`:
+  whether a head fine-tuned elsewhere with LABEL_i names is taken in the task's label
+  order (a teacher for distillation); `max_seq_length`:
   its default sequence length (SQuAD's 384 windows), None for the run's default;
 - `commands`: the `bertkit finetune` / `distill --task` subcommands that train it,
   `evaluate_command`: how `bertkit evaluate` scores it (named in error messages).
@@ -52,6 +54,7 @@ class TaskFamily:
     aliases: tuple[str, ...] = ()
     head: str | None = None
     label_names: bool = True
+    placeholder_labels: bool = False
     max_seq_length: int | None = None
     feature_program: str | None = None
     commands: tuple[str, ...] = ()
@@ -138,7 +141,8 @@ def _resolve(reference: str):
 _PROGRAMS = "bertkit.tasks.programs"
 
 register(TaskFamily(CLASSIFICATION, "bertkit.tasks.classification", f"{_PROGRAMS}:ClassificationProgram",
-                    aliases=("glue",), commands=("glue", "classify"), evaluate_command="glue / classify"))
+                    aliases=("glue",), placeholder_labels=True, commands=("glue", "classify"),
+                    evaluate_command="glue / classify"))
 register(TaskFamily(TAGGING, "bertkit.tasks.tagging", f"{_PROGRAMS}:TaggingProgram", aliases=("ner",),
                     feature_program="bertkit.tasks.feature_tagger:FeatureTaggingProgram", commands=("ner",),
                     evaluate_command="ner"))
