@@ -14,7 +14,8 @@ Scoring:
 - `metrics(spec, data, outputs, id2label) -> dict`: the official metrics of a model's
   per-feature logits on a labelled `TaskData` (`bertkit evaluate`, dev evaluation).
 - `evaluation_label_map(spec, config, examples, origin)`: the model's label -> id map
-  checked against a file's labels (None: the family has no label names).
+  checked against a file's labels (None: the family has no label names; the default
+  takes config.json's map unchecked).
 Run reports:
 - `describe(spec) -> str`: the task line of a report; `report_details(spec, dev) -> dict`:
   more lines of the run description; `report_sections(spec, dev) -> list`: (title,
@@ -70,7 +71,14 @@ def metrics(spec, data, outputs, id2label) -> dict[str, float]:
 
 
 def evaluation_label_map(spec, config, examples: list, origin: str) -> dict[str, int] | None:
-    return None
+    """The model's label map as it is (None for a family without label names, or regression)."""
+    from bertkit.tasks.registry import get_task_family
+
+    if spec.regression or not get_task_family(spec.family).label_names:
+        return None
+    if not config.has_label_names:
+        raise missing_label_names(origin)
+    return dict(config.label2id)
 
 
 def missing_label_names(origin: str) -> BertkitError:
