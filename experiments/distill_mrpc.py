@@ -10,7 +10,7 @@
    `bertkit finetune glue --task mrpc`); best/ by dev F1 (or --teacher DIR: an already
    fine-tuned teacher).
 2. Student: 3 layers initialised from teacher layers 0, 2, 4 (every other layer, its
-   embeddings, pooler and classifier copied), trained by `bertkit.training.distill.distill_task`
+   embeddings, pooler and classifier copied), trained by `bertkit.distillation.distill_task`
    (`bertkit distill --task glue --glue-task mrpc`) on the teacher's logits (T = 2,
    alpha_soft 1) plus the labels (alpha_hard 1) on the same subset, 2 epochs, lr 1e-4,
    one run per seed (1, 2, 3); best/ by dev F1 (the full dev set, 408 pairs).
@@ -73,7 +73,7 @@ def fine_tune_teacher(args, train: Path, dev: Path, work: Path) -> tuple[Path, f
 
 
 def distil(args, teacher: Path, train: Path, dev: Path, out: Path, seed: int, alpha_soft: float) -> dict:
-    from bertkit.training.distill import TaskDistillConfig, build_config, distill_task
+    from bertkit.distillation import TaskDistillConfig, build_config, distill_task
 
     values = {"teacher": str(teacher), "output_dir": str(out), "train": str(train), "dev": str(dev),
               "glue_task": "mrpc", "family": "classification", "student_layers": 3, "epochs": args.student_epochs,
@@ -89,7 +89,7 @@ def distil(args, teacher: Path, train: Path, dev: Path, out: Path, seed: int, al
 
 
 def dev_features(model_dir: Path, dev: Path):
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     loaded = load_finetuned(model_dir, device="cpu")
     program = loaded.program_cls

@@ -28,12 +28,13 @@ _EXPORTS = {
     "QuestionAnsweringModelOutput": "bertkit.model",
     "MultipleChoiceModelOutput": "bertkit.model",
     "Tokenizer": "bertkit.tokenization",
-    "embed": "bertkit.features",
-    "fill_mask": "bertkit.fill_mask",
+    "embed": "bertkit.inference.embedding",
+    "fill_mask": "bertkit.inference.masked_lm",
     "finetune": "bertkit.finetuning",
     "FinetuneConfig": "bertkit.finetuning",
-    "predict": "bertkit.prediction",
-    "Predictor": "bertkit.prediction",
+    "predict": "bertkit.inference.prediction",
+    "Predictor": "bertkit.inference.prediction",
+    "evaluate": "bertkit.inference.evaluation",
     "BertkitError": "bertkit.errors",
 }
 

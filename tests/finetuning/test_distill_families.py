@@ -94,7 +94,7 @@ def kl_rows(student: np.ndarray, teacher: np.ndarray, temperature: float) -> flo
 def program_for(teachers, tiny_model_dir, family, teacher_logits, n, **fields):
     """The family's distillation program on the first `n` training features, the teacher
     model (eval mode) playing the student."""
-    from bertkit.training.distill import DISTILL_PROGRAMS, TaskDistillConfig, load_teacher
+    from bertkit.distillation import DISTILL_PROGRAMS, TaskDistillConfig, load_teacher
 
     prepared = prepared_task(tiny_model_dir, family, teachers[family])
     model = load_teacher(prepared.program_cls.model_class(prepared.base_config), teachers[family])
@@ -220,7 +220,7 @@ def test_multiple_choice_soft_loss_by_hand(teachers, tiny_model_dir):
 def test_masked_soft_target_loss_ignores_finfo_min():
     """Masked entries (QA padding at finfo.min) take no part: the value and the gradient
     equal those over the real entries alone, at any temperature."""
-    from bertkit.training.distill import soft_target_loss
+    from bertkit.distillation import soft_target_loss
 
     lowest = torch.finfo(torch.float32).min
     student = torch.tensor([[1.0, -2.0, 0.5, lowest, lowest], [0.3, 0.1, -1.0, 2.0, lowest]], requires_grad=True)
@@ -244,7 +244,7 @@ def test_masked_soft_target_loss_ignores_finfo_min():
 
 
 def test_teacher_cache_round_trip(tmp_path):
-    from bertkit.training.distill import load_teacher_logits, save_teacher_logits
+    from bertkit.distillation import load_teacher_logits, save_teacher_logits
 
     ragged = random_logits([(5, 3), (8, 3), (2, 3)])
     fixed = random_logits([(4,), (4,)])
@@ -264,7 +264,7 @@ def distill(*args: str) -> int:
 
 
 def check_best(out: Path, head: str, capsys, teacher: Path) -> dict:
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     captured = capsys.readouterr()
     assert "student 1 layers from teacher layers [0]; every weight copied" in captured.err
@@ -302,7 +302,7 @@ def test_ner_end_to_end_with_teacher_cache(teachers, tmp_path, capsys):
     assert line["words"] == ["John", "Smith", "lives", "in", "Paris", "."] and len(line["tags"]) == 6
 
     # the cache: one array per training feature at the feature's own length; a second run reads it
-    from bertkit.training.distill import load_teacher_logits
+    from bertkit.distillation import load_teacher_logits
 
     (cached,) = (out / "teacher-cache").glob("task-*.npz")
     prepared = prepared_task(None, "tagging", teachers["tagging"])

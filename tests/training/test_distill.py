@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from bertkit import BertConfig, BertForPreTraining
 from bertkit.errors import ConfigError
-from bertkit.training.distill import (
+from bertkit.distillation import (
     attention_layer_map,
     attention_mse,
     cosine_loss,

@@ -19,7 +19,7 @@ checkpoint fine-tuned on the task (its head and label map); the task flags are
 --max-query-length, --max-answer-length, max_seq_length 384 by default; multiple-choice:
 --train-labels, --dev-labels).
 Configuration: defaults, `--config run.yaml`, the flags, then `--set key=value` (fields of
-bertkit.training.distill.DistillConfig / TaskDistillConfig; `student.X` for the student's
+bertkit.distillation.DistillConfig / TaskDistillConfig; `student.X` for the student's
 BertConfig fields, e.g. --set student.hidden_size=256).
 """
 
@@ -145,9 +145,9 @@ def config_values(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bertkit.distillation import (DistillConfig, TaskDistillConfig, build_config, distill_general, distill_task,
+                                      resume_general_distillation)
     from bertkit.training.config import parse_set_arguments, read_yaml_config
-    from bertkit.training.distill import (DistillConfig, TaskDistillConfig, build_config, distill_general, distill_task,
-                                         resume_general_distillation)
 
     values = read_yaml_config(args.config) if args.config else {}
     values.update(config_values(args))

@@ -32,7 +32,7 @@ batches hold cached features instead of token ids). A checkpoint holds the tagge
 absolute path and the sha256 of its weights file, checked when loading — which
 features, sizes, label names), the tokenizer and `bertkit_task.json`.
 `load_feature_tagger` joins the encoder and the tagger again (`BertFeatureTagger`) so
-`bertkit predict` / `bertkit evaluate ner` use it as any fine-tuned tagger.
+`bertkit predict` / `bertkit evaluate ner` use it as any fine-tuned tagger (bertkit.inference).
 """
 
 from __future__ import annotations
@@ -413,16 +413,15 @@ def is_feature_tagger(directory: str | Path) -> bool:
     return (Path(directory) / TAGGER_CONFIG_FILE).is_file()
 
 
-def load_feature_tagger(directory: str | Path, device: str | None = None):
-    """A saved feature-based tagger joined with its encoder, as `bertkit.prediction.FineTuned`."""
+def load_feature_tagger(directory: str | Path) -> BertFeatureTagger:
+    """A saved feature-based tagger joined with its encoder (on the CPU, in eval mode); its
+    `config` is the encoder's with the tagger's label map. bertkit.inference.loading
+    makes it a loaded fine-tuned model."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     from bertkit.config import BertConfig
     from bertkit.model import BertModel
-    from bertkit.prediction import FineTuned
-    from bertkit.tasks.programs import TaskSpec
-    from bertkit.tokenization import Tokenizer
 
     directory = Path(directory)
     config = FeatureTaggerConfig.load(directory)
@@ -449,8 +448,4 @@ def load_feature_tagger(directory: str | Path, device: str | None = None):
     except RuntimeError as exc:
         raise BertkitError(f"{path}: weights do not fit {origin} ({str(exc).splitlines()[0]})") from None
     labelled = encoder_config.with_labels(config.labels)
-    model = BertFeatureTagger(BertModel.from_pretrained(encoder_dir), tagger, labelled)
-    model.to(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
-    model.eval()
-    spec = TaskSpec.load(directory, labelled)
-    return FineTuned(directory, model, Tokenizer.from_pretrained(directory), spec, TaggingProgram)
+    return BertFeatureTagger(BertModel.from_pretrained(encoder_dir), tagger, labelled).eval()
