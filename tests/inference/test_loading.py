@@ -63,4 +63,4 @@ def test_evaluate_takes_the_loaded_model(classifier_dir):
     result = bertkit.evaluate(loaded, classifier_dir / "dev.tsv", text_column="sentence", label_column="label")
     predicted = _reference_probs(loaded).argmax(1)
     assert result["examples"] == 3
-    assert result["accuracy"] == pytest.approx(float(np.mean(predicted == np.arange(3) % 2)))
+    assert result["accuracy"] == pytest.approx(100 * float(np.mean(predicted == np.arange(3) % 2)))  # percent
