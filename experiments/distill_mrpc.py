@@ -89,7 +89,7 @@ def distil(args, teacher: Path, train: Path, dev: Path, out: Path, seed: int, al
 
 
 def dev_features(model_dir: Path, dev: Path):
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     loaded = load_finetuned(model_dir, device="cpu")
     program = loaded.program_cls

@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "BertConfig": "bertkit.config",
+    "PretrainedConfig": "bertkit.pretrained_config",
+    "PreTrainedModel": "bertkit.model",
     "BertModel": "bertkit.model",
     "BertForPreTraining": "bertkit.model",
     "BertModelOutput": "bertkit.model",
@@ -26,12 +28,13 @@ _EXPORTS = {
     "QuestionAnsweringModelOutput": "bertkit.model",
     "MultipleChoiceModelOutput": "bertkit.model",
     "Tokenizer": "bertkit.tokenization",
-    "embed": "bertkit.features",
-    "fill_mask": "bertkit.fill_mask",
+    "embed": "bertkit.inference.embedding",
+    "fill_mask": "bertkit.inference.masked_lm",
     "finetune": "bertkit.finetuning",
     "FinetuneConfig": "bertkit.finetuning",
-    "predict": "bertkit.prediction",
-    "Predictor": "bertkit.prediction",
+    "predict": "bertkit.inference.prediction",
+    "Predictor": "bertkit.inference.prediction",
+    "evaluate": "bertkit.inference.evaluation",
     "BertkitError": "bertkit.errors",
 }
 

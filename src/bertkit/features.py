@@ -1,25 +1,19 @@
-"""The feature-based approach: fixed contextual vectors from a pre-trained BERT.
+"""The feature-based approach: contextual features from a frozen encoder's hidden states.
 
-`embed(texts, model=...)` returns one vector per text (or per token) built from a
-choice of layers — the BERT paper's Table 7 variants — and a pooling over tokens.
-Texts are tokenized once, sorted by length and padded per batch, so short texts do
-not pay for long ones; results come back in input order. A sentence-transformers folder
-(modules.json) gets its own pooling, normalization and truncation by default, so the
-vectors are what `SentenceTransformer.encode` returns (bertkit.sentence_modules).
+A choice of layers — the BERT paper's Table 7 variants — combined into one vector per
+token (`select_layers`) and a pooling over tokens (`pool_tokens`). `bertkit.embed`
+(bertkit.inference.embedding) and the feature-based tagger (bertkit.tasks.feature_tagger)
+both build their features here, so a tagger sees exactly what `embed` returns.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Sequence
 
-import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
-from bertkit.sentence_modules import read_sentence_modules
 
 
 def select_layers(
@@ -58,114 +52,3 @@ def pool_tokens(features: torch.Tensor, attention_mask: torch.Tensor, pooling: s
         mask = attention_mask.unsqueeze(-1).to(features.dtype)  # (B, T, 1)
         return (features * mask).sum(1) / mask.sum(1).clamp_min(1.0)
     raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
-
-
-def _load(model, tokenizer):
-    """(backbone, tokenizer, the folder's sentence-transformers modules or None)."""
-    from bertkit.model import BertModel
-    from bertkit.tokenization import Tokenizer
-
-    modules = None
-    if isinstance(model, (str, os.PathLike)):
-        directory = model
-        modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
-        model = BertModel.from_pretrained(directory)
-        tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
-    elif tokenizer is None:
-        raise BertkitError("tokenizer: required when `model` is a model object rather than a directory")
-    if hasattr(model, "bert") and not hasattr(model, "embeddings"):
-        model = model.bert  # a model with heads: use its backbone
-    return model, tokenizer, modules
-
-
-def embed(
-    texts: Sequence[str],
-    model,
-    tokenizer=None,
-    pooling: str | None = None,
-    layers: str = "last",
-    layer_weights: Sequence[float] | None = None,
-    batch_size: int = 64,
-    max_length: int | None = None,
-    normalize: bool | None = None,
-    progress: bool | None = None,
-) -> np.ndarray | list[np.ndarray]:
-    """Contextual feature vectors for `texts`, in input order.
-
-    model: a checkpoint directory or a loaded BertModel (then pass `tokenizer`).
-    Returns a float32 array (N, D) — or, with pooling="none", a list of N arrays
-    (T_i, D) holding every token's vector ([CLS] and [SEP] included).
-    Defaults (None) follow a sentence-transformers folder's modules.json — its Pooling,
-    L2 normalization when it has a Normalize module, its max_seq_length — and are
-    pooling="mean", no normalization, the model's position limit otherwise.
-    `normalize=False` gives raw vectors from a Normalize pipeline; token vectors
-    (pooling="none") are normalized only when asked, as sentence-transformers leaves them.
-    `progress=None` shows a bar only for long inputs on a terminal.
-    """
-    if isinstance(texts, str):
-        raise BertkitError("texts: expected a list of strings, got a single string (wrap it in a list)")
-    if pooling is not None and pooling not in POOLING_CHOICES:
-        raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
-    if layers not in LAYER_CHOICES:
-        raise BertkitError(f"layers: unknown choice {layers!r}; choose one of {', '.join(LAYER_CHOICES)}")
-    if pooling == "pooler" and layers != "last":
-        raise BertkitError("pooling='pooler' uses the pooled [CLS] output and only goes with layers='last'")
-    if batch_size < 1:
-        raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
-    model, tokenizer, modules = _load(model, tokenizer)
-    pooling = pooling or (modules.pooling if modules else "mean")
-    if normalize is None:
-        normalize = bool(modules and modules.normalize and pooling != "none")
-    if pooling == "pooler" and model.pooler is None:
-        raise BertkitError("pooling='pooler': this model has no pooler layer")
-    texts = list(texts)
-    if not texts:
-        return [] if pooling == "none" else np.zeros((0, _feature_dim(model, layers)), dtype=np.float32)
-    if modules and modules.do_lower_case:
-        texts = [text.lower() for text in texts]  # sentence-transformers lowercases before its tokenizer
-    max_length = max_length or (modules and modules.max_seq_length) or model.config.max_position_embeddings
-    encoded = tokenizer(texts, truncation=True, max_length=max_length)
-    ids_list, types_list = encoded["input_ids"], encoded["token_type_ids"]
-    order = np.argsort([len(ids) for ids in ids_list], kind="stable")[::-1]  # longest first: memory peak up front
-    results: list = [None] * len(texts)
-    need_all_layers = layers != "last"
-    show = progress if progress is not None else len(texts) >= 2048
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in tqdm(range(0, len(order), batch_size), desc="embed", unit="batch", disable=not show or None):
-                rows = order[start : start + batch_size]
-                batch = tokenizer.pad(
-                    {"input_ids": [ids_list[i] for i in rows], "token_type_ids": [types_list[i] for i in rows]},
-                    return_tensors="pt",
-                )
-                input_ids, token_type_ids, attention_mask = (
-                    batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-                )
-                out = model(input_ids, token_type_ids, attention_mask, output_hidden_states=need_all_layers)
-                if pooling == "pooler":
-                    vectors = out.pooler_output
-                else:
-                    features = select_layers(out.hidden_states, layers, layer_weights) if need_all_layers else out.last_hidden_state
-                    if pooling == "none":
-                        lengths = attention_mask.sum(1).tolist()
-                        for row, length, feats in zip(rows, lengths, features):
-                            results[row] = _finish(feats[:length], normalize)
-                        continue
-                    vectors = pool_tokens(features, attention_mask, pooling)
-                for row, vector in zip(rows, _finish(vectors, normalize)):
-                    results[row] = vector
-    finally:
-        model.train(was_training)
-    return results if pooling == "none" else np.stack(results)
-
-
-def _finish(vectors: torch.Tensor, normalize: bool) -> np.ndarray:
-    if normalize:
-        vectors = torch.nn.functional.normalize(vectors, dim=-1)
-    return vectors.float().numpy()
-
-
-def _feature_dim(model, layers: str) -> int:
-    return model.config.hidden_size * (4 if layers == "concat_last_four" else 1)

@@ -39,11 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import axis_label, format_metric
+from bertkit.tasks.registry import CLASSIFICATION
 from bertkit.training.config import (
     RUN_CONFIG_FILE,
     TrainingConfig,
@@ -59,8 +58,6 @@ PAPER_GRID_LRS = [5e-5, 3e-5, 2e-5]
 PAPER_GRID_EPOCHS = [2, 3, 4]
 FEATURE_BASED_LR = 1e-3  # `bertkit finetune ner --features`: the default lr of a fresh BiLSTM tagger
 FEATURE_BASED_GRID_LRS = [2e-3, 1e-3, 5e-4]
-FAMILY_CHOICES = ("classification", "tagging", "multiple_choice", "qa")
-MAX_CONFUSION_LABELS = 30
 _RUN_MARKERS = ("best", "final", "metrics.jsonl", "grid", "report.md")
 
 
@@ -83,7 +80,7 @@ class FinetuneConfig(TrainingConfig):
     save_total_limit: int = 1
     save_checkpoints: bool = False
     # task and data
-    family: str = "classification"
+    family: str = CLASSIFICATION  # a task family of bertkit.tasks.registry
     init_from: str = ""
     output_dir: str = ""
     train: str = ""
@@ -121,7 +118,9 @@ class FinetuneConfig(TrainingConfig):
 
     def __post_init__(self) -> None:
         validate_types(self)
-        check_choice("family", self.family, FAMILY_CHOICES)
+        from bertkit.tasks.registry import get_task_family, task_family_names
+
+        check_choice("family", self.family, task_family_names())
         for name in ("epochs", "max_seq_length", "eval_batch_size", "max_query_length", "max_answer_length",
                      "n_best_size"):
             if getattr(self, name) <= 0:
@@ -140,7 +139,7 @@ class FinetuneConfig(TrainingConfig):
             from bertkit.feature_choices import LAYER_CHOICES
 
             check_choice("features", self.features, LAYER_CHOICES)
-            if self.family != "tagging":
+            if get_task_family(self.family).feature_program is None:
                 raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
                                   f"not {self.family}")
         check_choice("feature_cache", self.feature_cache, ("auto", "memory", "disk"))
@@ -231,6 +230,11 @@ class PreparedTask:
     keep_head: bool
     feature_cache: Any = None  # feature-based tagging: bertkit.tasks.feature_tagger.FeatureCache
 
+    @property
+    def family(self):
+        """The task family's registry entry (its hooks: bertkit.tasks.hooks)."""
+        return self.program_cls.task_family()
+
 
 LABEL_MAP_ADVICE = "to train a new head instead add --set reinit_head=true"
 
@@ -240,7 +244,8 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     """Read, check and encode the data for `config` against its starting checkpoint.
     `label_map_advice` ends the error for a checkpoint whose label map does not cover the data."""
     from bertkit.model.families import load_config, task_model_class
-    from bertkit.tasks.programs import TaskSpec, get_program
+    from bertkit.tasks.programs import TaskSpec
+    from bertkit.tasks.registry import get_task_family
     from bertkit.tokenization import Tokenizer
 
     progress = config.progress if progress is None else progress
@@ -255,12 +260,13 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     if tokenizer.vocab_size > base.vocab_size:
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
-    program_cls = get_program(config.family)
+    family = get_task_family(config.family)
+    program_cls = family.program_class()
     if config.features is not None:
-        from bertkit.tasks.feature_tagger import FeatureTaggingProgram, check_encoder_depth
+        from bertkit.tasks.feature_tagger import check_encoder_depth
 
         check_encoder_depth(config.features, base.num_hidden_layers, f"{source}/config.json")
-        program_cls = FeatureTaggingProgram
+        program_cls = family.feature_program_class()
     spec = TaskSpec(family=program_cls.family, glue_task=config.glue_task, text_column=config.text_column,
                     pair_column=config.pair_column, label_column=config.label_column, regression=config.regression,
                     tag_column=config.tag_column, max_seq_length=config.max_seq_length,
@@ -276,7 +282,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
     if config.features is None:  # the family must have this task's head
-        task_model_class(base, program_cls.family, f"{source}/config.json")
+        task_model_class(base, family.head_name, f"{source}/config.json")
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
     try:
@@ -287,8 +293,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
             raise
         raise BertkitError(f"{exc}; {label_map_advice}") from None
     keep_head = same_architecture and not config.reinit_head and (
-        labels is None if spec.regression or program_cls.family in ("multiple_choice", "qa")
-        else checkpoint_map is not None)
+        labels is None if spec.regression or not family.label_names else checkpoint_map is not None)
     if spec.regression and same_architecture and base.num_labels != 1:
         keep_head = False
     label2id = None if labels is None else {name: i for i, name in enumerate(labels)}
@@ -310,16 +315,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
 
 def task_model_config(prepared: PreparedTask):
     """The checkpoint's config with the task's label map (or regression's single output)."""
-    config = prepared.base_config
-    if prepared.spec.family == "qa":  # two outputs (start, end), no label names
-        config = dataclasses.replace(config, extra=dict(config.extra), id2label=None, label2id=None, problem_type=None)
-    elif prepared.spec.regression:
-        config = dataclasses.replace(config, extra=dict(config.extra), id2label={0: "LABEL_0"},
-                                     label2id={"LABEL_0": 0}, problem_type="regression")
-    elif prepared.labels is not None:
-        kind = "single_label_classification" if prepared.spec.family == "classification" else None
-        config = config.with_labels(prepared.labels, kind)
-    return config
+    return prepared.family.hook("head_config")(prepared.base_config, prepared.spec, prepared.labels)
 
 
 def load_task_model(model_cls, source: Path, config, keep_head: bool):
@@ -506,10 +502,7 @@ def training_greater(config: FinetuneConfig, metric: str | None) -> bool:
 
 def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -> dict[str, Any]:
     spec, mc = prepared.spec, prepared.base_config
-    task = spec.glue_task or {"classification": "regression" if spec.regression else "classification",
-                              "tagging": f"tagging ({spec.scheme})", "multiple_choice": "multiple choice",
-                              "qa": f"SQuAD v{'2.0' if spec.squad_version == 2 else '1.1'} (doc_stride "
-                                    f"{spec.doc_stride}, max_query_length {spec.max_query_length})"}[spec.family]
+    task = prepared.family.hook("describe")(spec)
     dropout = mc.classifier_dropout if mc.classifier_dropout is not None else mc.hidden_dropout_prob
     total = config.total_steps(run.steps_per_epoch)
     warmup = resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total)
@@ -520,7 +513,7 @@ def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcom
                     "feature cache": prepared.feature_cache.describe()}
     return {
         "task": task,
-        **qa_scoring_rule(prepared),
+        **report_details(prepared),
         "model": f"{config.init_from} ({mc.num_hidden_layers} layers, hidden {mc.hidden_size})",
         **features,
         "initialised fresh": ", ".join(run.fresh_keys) or "nothing (the checkpoint's head was kept)",
@@ -562,10 +555,8 @@ def write_run_report(output_dir: Path, config: FinetuneConfig, prepared: Prepare
     metric = run.metric or "accuracy"
     plots = plot_curves(run.result.records, output_dir, [("Loss", ["loss", "eval_loss"]),
                                                          (f"Dev {metric}", [f"eval_{metric}"])])
-    matrix = confusion_matrix_plot(prepared, run.best_outputs, output_dir)
-    if matrix is not None:
-        plots.append(matrix)
-    write_qa_predictions(prepared, run.best_outputs, output_dir)
+    plots += dev_plots(prepared, run.best_outputs, output_dir)
+    write_dev_predictions(prepared, run.best_outputs, output_dir)
     return write_report(output_dir, f"Fine-tuning run: {output_dir.name}", _sections(config, prepared, run), plots)
 
 
@@ -584,40 +575,20 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
                    if prepared.feature_cache is not None else
                    "`best/` (HF layout: config.json with id2label/label2id, model.safetensors, tokenizer, "
                    "bertkit_task.json, best_metrics.json)")
-                  + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`" + _qa_files(prepared, run)),
-        *qa_threshold_note(prepared),
+                  + f", `final/` (last step), `metrics.jsonl`, `{RUN_CONFIG_FILE}`"
+                  + prepared.family.hook("report_files")(prepared.spec, prepared.dev, run.best_outputs)),
+        *report_sections(prepared),
     ]
 
 
-def qa_scoring_rule(prepared: PreparedTask) -> dict[str, str]:
-    """QA with a dev set: the report line naming the answer rule that scored it (SQuAD's or KorQuAD 1.0's)."""
-    if prepared.spec.family != "qa" or prepared.dev is None:
-        return {}
-    from bertkit.tasks.programs import qa_answer_metric
-
-    rule = qa_answer_metric(prepared.spec, prepared.dev)
-    version = prepared.dev.examples[0].dataset_version if prepared.dev.examples else None
-    return {"dev scoring": f"{rule.description} ({rule.name}; the dev file's version: {version or 'none'})"}
+def report_details(prepared: PreparedTask) -> dict[str, str]:
+    """The family's extra lines of the run description (QA: the answer rule that scored dev)."""
+    return prepared.family.hook("report_details")(prepared.spec, prepared.dev)
 
 
-def qa_threshold_note(prepared: PreparedTask) -> list[tuple[str, str]]:
-    """SQuAD v2.0 with a dev set (where the thresholds are chosen): a report section giving
-    the unit of the no-answer thresholds."""
-    spec = prepared.spec
-    if spec.family != "qa" or spec.squad_version != 2 or prepared.dev is None:
-        return []
-    from bertkit.tasks.qa import NULL_THRESHOLD_NOTE
-
-    return [("No-answer threshold unit", NULL_THRESHOLD_NOTE)]
-
-
-def _qa_files(prepared: PreparedTask, run: RunOutcome) -> str:
-    """QA: the best model's dev answers (write_qa_predictions), for `bertkit evaluate squad --predictions`."""
-    if prepared.spec.family != "qa" or run.best_outputs is None or prepared.dev is None:
-        return ""
-    na_probs = (", `dev_na_probs.json` (their no-answer probabilities, for --na-prob)"
-                if prepared.spec.squad_version == 2 else "")
-    return f", `dev_predictions.json` (best/'s dev answers){na_probs}"
+def report_sections(prepared: PreparedTask) -> list[tuple[str, Any]]:
+    """The family's extra report sections (SQuAD v2.0: the unit of the no-answer thresholds)."""
+    return prepared.family.hook("report_sections")(prepared.spec, prepared.dev)
 
 
 def write_grid_report(output_dir: Path, config: FinetuneConfig, prepared: PreparedTask, runs: list[RunOutcome],
@@ -647,58 +618,18 @@ def write_grid_report(output_dir: Path, config: FinetuneConfig, prepared: Prepar
     ax.legend(fontsize=7)
     fig.tight_layout()
     plots = [save_png(fig, output_dir / f"dev_{metric}.png")]
-    matrix = confusion_matrix_plot(prepared, winner.best_outputs, output_dir)
-    if matrix is not None:
-        plots.append(matrix)
-    write_qa_predictions(prepared, winner.best_outputs, output_dir)
+    plots += dev_plots(prepared, winner.best_outputs, output_dir)
+    write_dev_predictions(prepared, winner.best_outputs, output_dir)
     sections = [("Grid search", "\n".join(rows)), *_sections(config, prepared, winner)]
     sections[1] = ("Winner's run", _describe_run(config, prepared, winner))
     return write_report(output_dir, f"Fine-tuning grid search: {output_dir.name}", sections, plots)
 
 
-def write_qa_predictions(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> None:
-    """QA: the best model's dev answers as `dev_predictions.json` ({id: answer}, "" = no
-    answer at the threshold chosen on dev) and, for v2.0, `dev_na_probs.json` (sigmoid
-    of the null-score difference: monotone, so the official threshold sweep is unchanged)
-    — the inputs of `bertkit evaluate squad --predictions ... --na-prob ...`."""
-    if outputs is None or prepared.dev is None or prepared.spec.family != "qa":
-        return
-    from bertkit.tasks.programs import qa_answers, qa_metrics
-
-    _, threshold = qa_metrics(prepared.spec, prepared.dev, outputs)
-    answers = qa_answers(prepared.spec, prepared.dev, outputs, null_threshold=threshold)
-    write_text_atomic(output_dir / "dev_predictions.json", json.dumps(answers.predictions, ensure_ascii=False) + "\n")
-    if answers.null_diffs is not None:
-        probabilities = {qid: 1.0 / (1.0 + math.exp(-min(max(diff, -700.0), 700.0)))
-                         for qid, diff in answers.null_diffs.items()}
-        write_text_atomic(output_dir / "dev_na_probs.json", json.dumps(probabilities) + "\n")
+def write_dev_predictions(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> None:
+    """The family's files of the best model's dev predictions (QA: dev_predictions.json, dev_na_probs.json)."""
+    prepared.family.hook("write_dev_predictions")(prepared.spec, prepared.dev, outputs, output_dir)
 
 
-def confusion_matrix_plot(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> Path | None:
-    """confusion_matrix.png of the best model's dev predictions (classification only)."""
-    if (outputs is None or prepared.dev is None or prepared.spec.family != "classification"
-            or prepared.spec.regression or not prepared.labels or len(prepared.labels) > MAX_CONFUSION_LABELS):
-        return None
-    from bertkit.plots import new_figure, save_png
-
-    count = len(prepared.labels)
-    predicted = np.stack(outputs).argmax(-1)
-    gold = np.asarray([f["labels"] for f in prepared.dev.features], dtype=np.int64)
-    matrix = np.zeros((count, count), dtype=np.int64)  # rows: gold, columns: predicted
-    np.add.at(matrix, (gold, predicted), 1)
-    size = max(3.5, 0.6 * count + 2)
-    fig = new_figure(size, size, dpi=110)
-    ax = fig.subplots()
-    ax.imshow(matrix, cmap="Blues")
-    ax.set_xticks(range(count), prepared.labels, rotation=45, ha="right")
-    ax.set_yticks(range(count), prepared.labels)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("gold")
-    ax.set_title("Dev confusion matrix (best model)", fontsize=10)
-    threshold = matrix.max() / 2 if matrix.size else 0
-    for i in range(count):
-        for j in range(count):
-            ax.text(j, i, str(matrix[i, j]), ha="center", va="center",
-                    color="white" if matrix[i, j] > threshold else "black")
-    fig.tight_layout()
-    return save_png(fig, output_dir / "confusion_matrix.png")
+def dev_plots(prepared: PreparedTask, outputs: list | None, output_dir: Path) -> list[Path]:
+    """The family's plots of the best model's dev predictions (classification: confusion_matrix.png)."""
+    return prepared.family.hook("dev_plots")(prepared.spec, prepared.dev, prepared.labels, outputs, output_dir)

@@ -14,7 +14,7 @@ import transformers
 
 from bertkit.cli import main
 from bertkit.errors import BertkitError
-from bertkit.fill_mask import fill_mask, filled_text, written_after
+from bertkit.inference.masked_lm import fill_mask, filled_text, written_after
 from bertkit.tokenization import Tokenizer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

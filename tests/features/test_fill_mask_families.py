@@ -15,7 +15,8 @@ from tokenizers import AddedToken
 
 from bertkit.cli import main
 from bertkit.errors import BertkitError
-from bertkit.fill_mask import fill_mask, load_mlm_model
+from bertkit.inference.loading import load_mlm_model
+from bertkit.inference.masked_lm import fill_mask
 from bertkit.model.families import MODEL_FAMILIES
 from bertkit.tokenization import Tokenizer
 

@@ -264,7 +264,7 @@ def distill(*args: str) -> int:
 
 
 def check_best(out: Path, head: str, capsys, teacher: Path) -> dict:
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     captured = capsys.readouterr()
     assert "student 1 layers from teacher layers [0]; every weight copied" in captured.err

@@ -58,7 +58,7 @@ def test_task_distillation_two_steps(teacher, fixtures, tmp_path, capsys):
     tokenizer = transformers.AutoTokenizer.from_pretrained(best)
     inputs = dict(tokenizer(["The cat sat.", "Shares rose 5 % ."], ["A cat was sitting.", "Stocks fell ."],
                             padding=True, return_tensors="pt"))
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     ours = load_finetuned(best, device="cpu").model
     theirs = transformers.BertForSequenceClassification.from_pretrained(best).eval()
@@ -131,7 +131,7 @@ def test_task_distillation_from_other_model_families(family, tiny_model_dir, fix
     from bertkit.model.albert import AlbertConfig, AlbertModel
     from bertkit.model.electra import ElectraConfig, ElectraModel
     from bertkit.model.roberta import RobertaConfig, RobertaModel
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     sizes = {k: v for k, v in json.loads((tiny_model_dir / "config.json").read_text()).items()
              if k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",

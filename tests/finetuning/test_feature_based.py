@@ -111,7 +111,7 @@ def test_float16_cache_rounds_the_float32_features(encoder_dir, fixtures, tmp_pa
 
 
 def test_cli_run_saves_a_tagger_that_predicts_and_evaluates(encoder_dir, fixtures, tmp_path, capsys):
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
     from bertkit.tasks.feature_tagger import build_feature_cache, run_cached
     from bertkit.tasks.programs import TaggingProgram
 
@@ -181,7 +181,7 @@ def test_a_changed_encoder_is_refused(encoder_dir, fixtures, tmp_path):
 
     from bertkit.errors import BertkitError
     from bertkit.finetuning import finetune
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     copy = tmp_path / "encoder"
     shutil.copytree(encoder_dir, copy)

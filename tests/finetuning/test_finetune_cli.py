@@ -15,7 +15,8 @@ import torch
 import transformers
 
 from bertkit.cli import main
-from bertkit.prediction import Predictor, load_finetuned
+from bertkit.inference.loading import load_finetuned
+from bertkit.inference.prediction import Predictor
 
 from conftest import QUIET, stdout_jsonl
 

@@ -11,7 +11,7 @@ import transformers
 
 from bertkit import BertForPreTraining, Tokenizer
 from bertkit.cli import main
-from bertkit.fill_mask import load_mlm_model
+from bertkit.inference.loading import load_mlm_model
 
 from conftest import stdout_jsonl
 from test_finetune_cli import STEPS, assert_hf_logits_equal, finetune

@@ -89,7 +89,7 @@ def test_roberta_refuses_paired_data_before_training(data_root, tmp_path, capsys
 
 def test_roberta_checkpoint_finetunes_on_sentence_pairs(roberta_run, tmp_path, capsys):
     from bertkit.cli import main
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     mrpc = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "glue" / "MRPC"
     capsys.readouterr()

@@ -100,7 +100,7 @@ def test_albert_checkpoint_fine_tunes_as_a_classifier(albert_run, tmp_path, caps
 
     import transformers
 
-    from bertkit.prediction import load_finetuned
+    from bertkit.inference.loading import load_finetuned
 
     cola = Path(__file__).resolve().parents[1] / "fixtures" / "tasks" / "glue" / "CoLA" / "dev.tsv"
     data = tmp_path / "cola.csv"

@@ -66,7 +66,7 @@ def _parse_weights(raw: str | None) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.features import embed
+    from bertkit.inference.embedding import embed
 
     if args.output and not args.output.endswith((".npy", ".jsonl")):
         raise BertkitError(f"--output {args.output}: expected a .npy or .jsonl file name")

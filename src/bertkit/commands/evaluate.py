@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bertkit.errors import BertkitError
+from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 
 
 def add_parser(subparsers) -> None:
@@ -56,7 +57,7 @@ def _add_squad(tasks) -> None:
                    help="answer comparison: squad (official SQuAD rule, word-level F1) or korquad (official "
                         "KorQuAD 1.0 rule: strips brackets and quotes too, character-level F1); default: korquad "
                         "for a file whose version starts with KorQuAD_v1 (e.g. KorQuAD_v1.0_dev), else squad")
-    p.set_defaults(func=run_squad)
+    p.set_defaults(func=run_squad, family=QA)
 
 
 def _add_model_options(p) -> None:
@@ -72,7 +73,7 @@ def _add_glue(tasks) -> None:
                          description="Score a fine-tuned model on a GLUE TSV (or task folder: its dev file).")
     _add_model_options(p)
     p.add_argument("--task", help="GLUE task (default: the one the model was fine-tuned on)")
-    p.set_defaults(func=run_model_evaluation, family="classification")
+    p.set_defaults(func=run_model_evaluation, family=CLASSIFICATION)
 
 
 def _add_classify(tasks) -> None:
@@ -82,7 +83,7 @@ def _add_classify(tasks) -> None:
     p.add_argument("--text-column", help="default: as fine-tuned")
     p.add_argument("--pair-column", help="default: as fine-tuned")
     p.add_argument("--label-column", help="default: as fine-tuned")
-    p.set_defaults(func=run_model_evaluation, family="classification")
+    p.set_defaults(func=run_model_evaluation, family=CLASSIFICATION)
 
 
 def _add_ner(tasks) -> None:
@@ -90,7 +91,7 @@ def _add_ner(tasks) -> None:
                          description="Score a fine-tuned token tagger on a CoNLL file.")
     _add_model_options(p)
     p.add_argument("--tag-column", type=int, help="column of the tag (default: as fine-tuned, usually the last)")
-    p.set_defaults(func=run_model_evaluation, family="tagging")
+    p.set_defaults(func=run_model_evaluation, family=TAGGING)
 
 
 def _add_multiple_choice(tasks) -> None:
@@ -98,26 +99,35 @@ def _add_multiple_choice(tasks) -> None:
                          description="Score a fine-tuned multiple-choice model on SWAG CSV or JSONL.")
     _add_model_options(p)
     p.add_argument("--labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
-    p.set_defaults(func=run_model_evaluation, family="multiple_choice")
+    p.set_defaults(func=run_model_evaluation, family=MULTIPLE_CHOICE)
 
 
 # One entry per task: (subcommand name, function adding its subparser).
 EVALUATORS = [("squad", _add_squad), ("glue", _add_glue), ("classify", _add_classify), ("ner", _add_ner),
               ("multiple-choice", _add_multiple_choice)]
 
-_FAMILY_COMMANDS = {"classification": "glue / classify", "tagging": "ner", "multiple_choice": "multiple-choice",
-                    "qa": "squad --model"}
+
+
+def _load_model_of_family(args: argparse.Namespace):
+    """The fine-tuned model of --model; a one-line error naming the subcommand that scores
+    it when it is not of this subcommand's task family."""
+    from bertkit.inference.loading import load_finetuned
+    from bertkit.tasks.registry import get_task_family
+
+    loaded = load_finetuned(args.model)
+    family = get_task_family(loaded.spec.family)
+    if family.name != args.family:
+        raise BertkitError(f"{args.model}: a {family.title} model; score it with "
+                           f"`bertkit evaluate {family.evaluate_command}`")
+    return loaded
 
 
 def run_model_evaluation(args: argparse.Namespace) -> int:
     """glue / classify / ner / multiple-choice: load the model, score --data, print one JSON object."""
     from bertkit.finetuning import glue_file
-    from bertkit.prediction import evaluate, load_finetuned
+    from bertkit.inference.evaluation import evaluate
 
-    loaded = load_finetuned(args.model)
-    if loaded.spec.family != args.family:
-        raise BertkitError(f"{args.model}: a {loaded.spec.family.replace('_', ' ')} model; score it with "
-                           f"`bertkit evaluate {_FAMILY_COMMANDS[loaded.spec.family]}`")
+    loaded = _load_model_of_family(args)
     overrides = {}
     data = args.data
     if args.evaluate_task == "glue":
@@ -166,15 +176,12 @@ def _say_answer_metric(args: argparse.Namespace, version: str | None) -> None:
 
 
 def _run_squad_model(args: argparse.Namespace) -> int:
-    from bertkit.prediction import evaluate, load_finetuned
+    from bertkit.inference.evaluation import evaluate
     from bertkit.tasks.qa import NULL_THRESHOLD_UNIT
 
     if args.na_prob:
         raise BertkitError("--na-prob goes with --predictions; with --model the model's own no-answer scores are used")
-    loaded = load_finetuned(args.model)
-    if loaded.spec.family != "qa":
-        raise BertkitError(f"{args.model}: a {loaded.spec.family.replace('_', ' ')} model; score it with "
-                           f"`bertkit evaluate {_FAMILY_COMMANDS[loaded.spec.family]}`")
+    loaded = _load_model_of_family(args)
     from bertkit.evaluation.squad import read_squad_dataset
 
     dataset = read_squad_dataset(args.data)

@@ -36,7 +36,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.commands.inputs import read_texts
-    from bertkit.fill_mask import fill_mask
+    from bertkit.inference.masked_lm import fill_mask
     from bertkit.tokenization import Tokenizer
 
     inputs = read_texts(args.texts, args.file, args.text_field)

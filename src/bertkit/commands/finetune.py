@@ -20,6 +20,7 @@ import sys
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
+from bertkit.tasks.registry import QA, command_families, get_task_family
 
 # flag attribute -> FinetuneConfig field (flags left None keep the config's value); TASK_FIELDS and FAMILIES
 # (task -> FinetuneConfig.family) serve `bertkit distill --task` too
@@ -36,9 +37,8 @@ TASK_FIELDS = {
     "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
               "max_answer_length": "max_answer_length"},
 }
-FAMILIES = {"glue": "classification", "classify": "classification", "ner": "tagging",
-             "multiple-choice": "multiple_choice", "squad": "qa"}
-SQUAD_MAX_SEQ_LENGTH = 384  # BERT's SQuAD setting (windows of 384 tokens, stride 128)
+FAMILIES = command_families()  # subcommand -> task family, from the registry (bertkit.tasks.registry)
+SQUAD_MAX_SEQ_LENGTH = get_task_family(QA).max_seq_length  # BERT's SQuAD windows of 384 tokens (stride 128)
 
 
 def add_parser(subparsers) -> None:
@@ -145,8 +145,9 @@ def config_values(args: argparse.Namespace) -> dict:
             values[name] = getattr(args, attribute)
     if getattr(args, "regression", False):
         values["regression"] = True
-    if args.finetune_task == "squad":
-        values.setdefault("max_seq_length", SQUAD_MAX_SEQ_LENGTH)
+    family_length = get_task_family(values["family"]).max_seq_length
+    if family_length is not None:  # the family's own default (SQuAD's 384-token windows)
+        values.setdefault("max_seq_length", family_length)
     feature_based = values.get("features") is not None
     if feature_based:
         values.setdefault("lr", FEATURE_BASED_LR)

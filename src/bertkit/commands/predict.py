@@ -9,7 +9,7 @@
 Input: TEXT arguments, or --file (JSONL: fields --text-field / --pair-field, a "words"
 list for tagging, "question" / "context" for QA, or any multiple-choice JSONL/SWAG CSV;
 a SQuAD .json file for QA; other files: one text a line, a pair as two tab-separated
-texts), or lines on stdin. Output (bertkit.prediction): the input echoed plus labels
+texts), or lines on stdin. Output (bertkit.inference.prediction): the input echoed plus labels
 with scores, entities with character spans, the chosen index, or the answer span.
 """
 
@@ -41,98 +41,44 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.prediction import Predictor
+    from bertkit.inference.prediction import Predictor
 
     check_one_source(args.texts, args.file)
     predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
                                           max_seq_length=args.max_seq_length)
     inputs = read_inputs(predictor, args)
     results = predictor(inputs, progress=len(inputs) >= 2048)
-    lines = "".join(json.dumps({**_echo(predictor.family, item), **result}, ensure_ascii=False) + "\n"
+    echo = predictor.loaded.program_cls.task_family().hook("echo")
+    lines = "".join(json.dumps({**echo(item), **result}, ensure_ascii=False) + "\n"
                     for item, result in zip(inputs, results))
     sys.stdout.write(lines)
     return 0
 
 
 def read_inputs(predictor, args: argparse.Namespace) -> list[Any]:
-    """The inputs of `args` in the shape `Predictor` takes for the model's family."""
-    family, pairs = predictor.family, predictor.loaded.spec.has_pairs
+    """The inputs of `args` in the shape `Predictor` takes for the model's task family
+    (its hooks say how: bertkit.tasks.hooks)."""
+    family, spec = predictor.loaded.program_cls.task_family(), predictor.loaded.spec
     if args.texts:
-        if family == "multiple_choice":
-            if len(args.texts) < 3:
-                raise BertkitError("multiple choice: give the context and at least two choices")
-            return [(args.texts[0], args.texts[1:])]
-        if family == "qa" or (family == "classification" and pairs):
-            if len(args.texts) % 2:
-                if family == "qa":
-                    raise BertkitError(f"question answering: give questions and contexts two by two "
-                                       f"(got {len(args.texts)} texts)")
-                raise BertkitError(f"this model classifies text pairs: give an even number of texts "
-                                   f"(got {len(args.texts)})")
-            return [(a, b) for a, b in zip(args.texts[::2], args.texts[1::2])]
-        return list(args.texts)
+        return family.hook("inputs_from_texts")(list(args.texts), spec)
     if args.file:
-        inputs = _file_inputs(args.file, family, pairs, args.text_field, args.pair_field)
+        inputs = _file_inputs(args.file, family, spec, args.text_field, args.pair_field)
     else:
-        inputs = [_line_input(line.text, family, pairs, line.source) for line in numbered_lines(None) if line.text.strip()]
+        from_line = family.hook("input_from_line")
+        inputs = [from_line(line.text, spec, line.source) for line in numbered_lines(None) if line.text.strip()]
     if not inputs:
         raise BertkitError(f"{args.file or '<stdin>'}: empty input, nothing to predict")
     return inputs
 
 
-def _file_inputs(path: str, family: str, pairs: bool, text_field: str, pair_field: str) -> list[Any]:
-    from bertkit.tasks.records import as_text, file_kind, iter_jsonl, missing_field
+def _file_inputs(path: str, family, spec, text_field: str, pair_field: str) -> list[Any]:
+    from bertkit.tasks.records import file_kind, iter_jsonl
 
-    if family == "multiple_choice":
-        from bertkit.tasks.multiple_choice import read_examples
-
-        return [(ex.context, ex.choices) for ex in read_examples(path)]
-    if family == "qa" and file_kind(path) != "jsonl":
-        from bertkit.tasks.qa import read_examples as read_squad
-
-        return [(ex.question, ex.context) for ex in read_squad(path)]
+    inputs = family.hook("inputs_from_file")(path, spec)  # a file the family reads itself (SQuAD JSON, SWAG CSV)
+    if inputs is not None:
+        return inputs
     if file_kind(path) != "jsonl":
-        return [_line_input(line.text, family, pairs, line.source) for line in numbered_lines(path) if line.text.strip()]
-    inputs: list[Any] = []
-    for line_no, record in iter_jsonl(path):
-        if family == "tagging" and "words" in record and isinstance(record["words"], list):
-            inputs.append(tuple(as_text(w, path, line_no, "words") for w in record["words"]))
-            continue
-        if family == "qa":
-            for name in ("question", "context"):
-                if name not in record:
-                    raise missing_field(path, line_no, [name], record)
-            inputs.append((as_text(record["question"], path, line_no, "question"),
-                           as_text(record["context"], path, line_no, "context")))
-            continue
-        if text_field not in record:
-            raise missing_field(path, line_no, [text_field], record)
-        text = as_text(record[text_field], path, line_no, text_field)
-        if family == "classification" and pairs:
-            if pair_field not in record:
-                raise missing_field(path, line_no, [pair_field], record)
-            inputs.append((text, as_text(record[pair_field], path, line_no, pair_field)))
-        else:
-            inputs.append(text)
-    return inputs
-
-
-def _line_input(text: str, family: str, pairs: bool, source: str) -> Any:
-    if family == "qa" or (family == "classification" and pairs):
-        first, sep, second = text.partition("\t")
-        if not sep:
-            raise BertkitError(f"{source}: this model classifies text pairs; give two tab-separated texts per line")
-        return (first, second)
-    return text
-
-
-def _echo(family: str, item: Any) -> dict[str, Any]:
-    if family == "multiple_choice":
-        return {"context": item[0], "choices": list(item[1])}
-    if family == "qa":
-        return {"question": item[0], "context": item[1]}
-    if isinstance(item, tuple) and family == "classification":
-        return {"text": item[0], "pair": item[1]}
-    if isinstance(item, tuple):  # tagging: pre-split words
-        return {"text": " ".join(item)}
-    return {"text": item}
+        from_line = family.hook("input_from_line")
+        return [from_line(line.text, spec, line.source) for line in numbered_lines(path) if line.text.strip()]
+    from_record = family.hook("input_from_record")
+    return [from_record(record, spec, path, line_no, text_field, pair_field) for line_no, record in iter_jsonl(path)]

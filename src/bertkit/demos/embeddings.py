@@ -40,7 +40,7 @@ def default_model_dir() -> Path:
 
 def word_vectors(model, tokenizer, sentences: list[str], word: str) -> np.ndarray:
     """The contextual last-layer vector of `word`'s first piece in each sentence, (N, H)."""
-    from bertkit.features import embed
+    from bertkit.inference.embedding import embed
 
     word_id = tokenizer.convert_tokens_to_ids(word)
     token_vectors = embed(sentences, model=model, tokenizer=tokenizer, pooling="none")

@@ -50,7 +50,7 @@ def embedded_corpus() -> Path:
 def run_demo(options: DemoOptions) -> Path:
     """Run the pipeline; returns the folder holding the trained model and the report."""
     from bertkit.data.build import BuildOptions, build_dataset
-    from bertkit.fill_mask import fill_mask
+    from bertkit.inference.masked_lm import fill_mask
     from bertkit.objectives.mlm_nsp import MlmNspObjective
     from bertkit.objectives.base import preset_config
     from bertkit.pretraining import build_config, pretrain

@@ -25,6 +25,7 @@ from bertkit.distillation.student import (
 from bertkit.distillation.teacher import check_general_teacher, load_teacher
 from bertkit.distillation.teacher_cache import TeacherCache, general_cache_key
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.model.families import model_inputs
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.training.config import RUN_CONFIG_FILE
 from bertkit.training.resume import absolute_paths
@@ -45,12 +46,18 @@ class DistillationModel(nn.Module):
             nn.init.normal_(self.projection.weight, 0.0, student.config.initializer_range)
             nn.init.zeros_(self.projection.bias)
 
+    @property
+    def config(self):
+        """The student's config: its family names the inputs (bertkit.model.families.model_inputs)."""
+        return self.student.config
+
     def forward(self, input_ids, token_type_ids, attention_mask, labels, output_hidden_states=False,
                 output_attentions=False):
         """The student's BertForPreTrainingOutput and its hidden states (L+1 of (B, T, H_t),
         projected when widths differ; None unless asked for)."""
-        out = self.student(input_ids, token_type_ids, attention_mask, labels=labels,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        out = self.student(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           labels=labels, output_hidden_states=output_hidden_states,
+                           output_attentions=output_attentions)
         hidden = out.hidden_states
         if hidden is not None and self.projection is not None:
             hidden = tuple(self.projection(h) for h in hidden)
@@ -111,7 +118,7 @@ class GeneralDistillation(PretrainingObjective):
         hidden state and the mapped hidden states / attention maps, as ordinary tensors."""
         teacher = teacher_on_device(self.teacher, batch["input_ids"].device)
         with torch.inference_mode():
-            out = teacher.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+            out = teacher.bert(**model_inputs(teacher, batch),
                                output_hidden_states=bool(self.hidden_map),
                                output_attentions=bool(self.attention_map))
             result: dict[str, Any] = {}
@@ -191,7 +198,7 @@ class GeneralDistillation(PretrainingObjective):
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         labels, mask = batch["labels"], batch["attention_mask"]
-        out, hidden = model(batch["input_ids"], batch["token_type_ids"], mask, labels=labels,
+        out, hidden = model(**model_inputs(model, batch), labels=labels,
                             output_hidden_states=self.want_hidden, output_attentions=bool(self.attention_map))
         teacher = self.teacher_outputs(batch)
         masked, tokens = max(totals["mlm"], 1.0), max(totals["tokens"], 1.0)

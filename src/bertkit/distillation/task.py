@@ -42,6 +42,7 @@ class _Recorder:
 
     def __init__(self, model):
         self.model = model
+        self.module = model  # what model_inputs looks through, as through DDP's wrapper
         self.output = None
 
     def __call__(self, *args, **kwargs):
@@ -187,9 +188,6 @@ class TaskDistillResult:
     teacher_parameters: int
 
 
-_FINETUNE_TASK = {"classification": "glue|classify", "tagging": "ner", "qa": "squad",
-                  "multiple_choice": "multiple-choice"}  # for the error messages
-
 
 def _prepare_against_teacher(config: TaskDistillConfig):
     """`bertkit.finetuning.prepare` with the teacher as the checkpoint: the data read,
@@ -209,7 +207,7 @@ def check_teacher_head(config: TaskDistillConfig, prepared, model_cls) -> None:
     architectures = base.extra.get("architectures") or []
     name = model_cls.__name__
     outputs = 1 if prepared.spec.regression else len(prepared.labels or [])
-    placeholder_head = (prepared.spec.family == "classification" and name in architectures
+    placeholder_head = (prepared.family.placeholder_labels and name in architectures
                         and not base.has_label_names and base.num_labels == outputs)
     if prepared.keep_head or placeholder_head:
         return
@@ -218,14 +216,14 @@ def check_teacher_head(config: TaskDistillConfig, prepared, model_cls) -> None:
            else f"config.json architectures: {shown}")
     labels = " for these labels" if prepared.labels is not None else ""
     raise BertkitError(f"{config.teacher}: not a fine-tuned {name}{labels} ({why}); fine-tune the teacher first "
-                       f"with `bertkit finetune {_FINETUNE_TASK[prepared.spec.family]}`")
+                       f"with `bertkit finetune {'|'.join(prepared.family.commands)}`")
 
 
 def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=None) -> TaskDistillResult:
     """Task distillation (`bertkit distill --task glue|classify|ner|squad|multiple-choice`):
     the student trains on the task's training data with the teacher's logits; best/ is
     chosen by the dev metric."""
-    from bertkit.finetuning import task_model_config, write_qa_predictions
+    from bertkit.finetuning import task_model_config, write_dev_predictions
     from bertkit.training.run import run_training
 
     output_dir = Path(config.output_dir)
@@ -281,7 +279,7 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
             + (f"; initialised fresh: {', '.join(fresh)}" if fresh else "; every weight copied"))
 
     def report(run) -> None:
-        write_qa_predictions(prepared, program.best_outputs, output_dir)
+        write_dev_predictions(prepared, program.best_outputs, output_dir)
         _write_task_report(config, prepared, program, teacher, student, fresh, run.result, metric, teacher_metrics,
                            run.seconds)
 
@@ -292,18 +290,10 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
                              student.num_parameters(), teacher.num_parameters())
 
 
-def _task_name(spec) -> str:
-    if spec.family == "classification":
-        return spec.glue_task or ("regression" if spec.regression else "classification")
-    return {"tagging": f"tagging ({spec.scheme})", "multiple_choice": "multiple choice",
-            "qa": f"SQuAD v{'2.0' if spec.squad_version == 2 else '1.1'} (doc_stride {spec.doc_stride}, "
-                  f"max_query_length {spec.max_query_length})"}[spec.family]
-
-
 def _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
                        seconds) -> Path:
     from bertkit.evaluation.metrics import format_metric
-    from bertkit.finetuning import qa_scoring_rule, qa_threshold_note
+    from bertkit.finetuning import report_details, report_sections
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -318,8 +308,7 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
                 "teacher": None if teacher_value is None else format_metric(metric, teacher_value),
                 "student / teacher": result.best_metric / teacher_value if teacher_value else None,
                 "step": result.best_step, "model": "best/"}
-    qa_files = (", `dev_predictions.json`" + (", `dev_na_probs.json`" if prepared.spec.squad_version == 2 else "")
-                if prepared.spec.family == "qa" and result.best_step is not None else "")
+    family_files = prepared.family.hook("report_files")(prepared.spec, prepared.dev, program.best_outputs)
     sections = [
         ("Distillation", {**describe_student(teacher.config, student.config, config.teacher, fresh),
                           "parameters (student / teacher)": f"{student.num_parameters() / 1e6:.2f}M / "
@@ -327,7 +316,7 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
                           "soft targets": program.soft_targets,
                           "temperature": config.temperature, "soft loss": config.soft_loss,
                           "loss weights": f"soft {config.alpha_soft:g}, hard {config.alpha_hard:g}"}),
-        ("Run", {"task": _task_name(prepared.spec), **qa_scoring_rule(prepared),
+        ("Run", {"task": prepared.family.hook("describe")(prepared.spec), **report_details(prepared),
                  "train": f"{config.train}: {len(prepared.train.examples)} examples, "
                           f"{len(prepared.train.features)} sequences",
                  "dev": f"{config.dev}" if config.dev else "none", "epochs": config.epochs,
@@ -338,7 +327,7 @@ def _write_task_report(config, prepared, program, teacher, student, fresh, resul
         ("Teacher dev metrics", teacher_metrics or "no dev set"),
         ("Files", f"`best/` (HF {type(student).__name__} layout + tokenizer + bertkit_task.json; loads with "
                   f"`bertkit predict/evaluate` and transformers), `final/`, `metrics.jsonl`, `{RUN_CONFIG_FILE}`"
-                  + qa_files),
-        *qa_threshold_note(prepared),
+                  + family_files),
+        *report_sections(prepared),
     ]
     return write_report(output_dir, f"Task distillation run: {output_dir.name}", sections, plots)

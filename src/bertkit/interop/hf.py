@@ -1,11 +1,13 @@
-"""Load and save model weights in the Hugging Face layout.
+"""Load and save model weights in the Hugging Face layout, for any model family.
 
-Keys need no translation table because bertkit's module names are HF's. The few
-differences live in `_canonical_key`: legacy TF-port names (LayerNorm gamma/beta),
-buffers HF sometimes stores (position_ids), and the MLM decoder, which HF stores as a
-tied copy of the word embeddings and which bertkit ties functionally. Pre-LN models are
-the exception: transformers has no pre-LN BERT, so they are saved (and read back) in its
-roberta-prelayernorm layout, mapped in bertkit.interop.prelayernorm.
+Keys need no translation table because bertkit's module names are HF's. What differs
+between a checkpoint and a model is declared on the model class
+(bertkit.model.pretrained.PreTrainedModel): the backbone prefix a checkpoint may lack or
+carry (`base_model_prefix`, `backbone_prefix`, `head_roots`), keys that carry no learned
+state (`derived_keys`: tied copies, buffers HF sometimes stores) and a family's own
+layout hooks (BERT's pre-LN models are saved in transformers' roberta-prelayernorm
+layout, bertkit.interop.prelayernorm). Legacy TF-port names (LayerNorm gamma/beta) are
+read as weight/bias for every family (`_canonical_key`).
 """
 
 from __future__ import annotations
@@ -17,17 +19,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertkit.atomic import atomic_path
-from bertkit.config import write_config_json
+from bertkit.pretrained_config import write_config_json
 from bertkit.errors import BertkitError
-from bertkit.interop import prelayernorm
 
 SAFETENSORS_NAME = "model.safetensors"
 PYTORCH_NAME = "pytorch_model.bin"
-
-# Keys HF may store that carry no learned state of their own in bertkit.
-_DERIVED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids", "cls.predictions.decoder.weight",
-                 "cls.predictions.decoder.bias", "lm_head.decoder.weight", "lm_head.decoder.bias")
-
 
 def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
     """Read model.safetensors (preferred) or pytorch_model.bin without executing pickled code."""
@@ -60,15 +56,16 @@ def _canonical_key(key: str) -> str:
 
 
 def _align_prefix(
-    state: dict[str, torch.Tensor], backbone_prefix: str, base_prefix: str = "bert.", head_roots: tuple[str, ...] = ("cls.",)
+    state: dict[str, torch.Tensor], backbone_prefix: str, base_prefix: str, head_roots: tuple[str, ...]
 ) -> dict[str, torch.Tensor]:
     """Map checkpoint keys onto the model's naming: add or strip the backbone prefix.
 
     A bare `BertModel` checkpoint has no prefix; one saved from a model with heads
     (BertForPreTraining, BertForMaskedLM, ...) prefixes backbone keys with "bert."
-    (`base_prefix`: "roberta." for RoBERTa). Keys under `head_roots` are never prefixed.
+    (`base_prefix`: "roberta." for RoBERTa; "." for a family without one). Keys under
+    `head_roots` are never prefixed.
     """
-    has_prefix = any(k.startswith(base_prefix) for k in state)
+    has_prefix = base_prefix != "." and any(k.startswith(base_prefix) for k in state)
     if backbone_prefix and not has_prefix:
         return {(k if k.startswith(head_roots) else backbone_prefix + k): v for k, v in state.items()}
     if not backbone_prefix and has_prefix:
@@ -83,20 +80,12 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
     pooler) raise `BertkitError` when `strict`.
     """
     raw, path = read_state_dict(directory)
-    state = {_canonical_key(k): v for k, v in raw.items()}
-    if prelayernorm.is_hf_state(state):  # a pre-LN checkpoint in transformers' roberta-prelayernorm layout
-        config = model.config
-        if not config.pre_layer_norm:
-            raise BertkitError(f"{path}: a pre-LN (roberta-prelayernorm) checkpoint, but the model's config is post-LN")
-        try:
-            state = prelayernorm.state_from_hf(state, config.model_type, config.pad_token_id)
-        except prelayernorm.LayoutError as exc:
-            raise BertkitError(f"{path}: {exc}") from None
-    base_prefix = getattr(model, "base_model_prefix", "bert") + "."  # HF's attribute holding the encoder
-    head_roots = ("cls.",) + tuple(sorted({k.split(".")[0] + "." for k in model.state_dict()
-                                           if model.backbone_prefix and not k.startswith(model.backbone_prefix)}))
+    state = model.state_from_checkpoint({_canonical_key(k): v for k, v in raw.items()}, path)
+    base_prefix = model.base_model_prefix + "."  # HF's attribute holding the encoder
+    head_roots = model.head_roots + tuple(sorted({k.split(".")[0] + "." for k in model.state_dict()
+                                                  if model.backbone_prefix and not k.startswith(model.backbone_prefix)}))
     state = _align_prefix(state, model.backbone_prefix, base_prefix, head_roots)
-    state = {k: v for k, v in state.items() if not k.endswith(_DERIVED_KEYS)}
+    state = {k: v for k, v in state.items() if not k.endswith(model.derived_keys)}
     expected = model.state_dict()
     for key, tensor in state.items():
         if key in expected and tuple(tensor.shape) != tuple(expected[key].shape):
@@ -117,11 +106,10 @@ def load_pretrained_weights(model: torch.nn.Module, directory: Path, strict: boo
 def save_pretrained_checkpoint(
     model: torch.nn.Module, directory: Path, state_dict: dict[str, torch.Tensor] | None = None
 ) -> None:
-    """config.json + model.safetensors for `model` (its class name in `architectures`).
-
-    A pre-LN model is written in transformers' roberta-prelayernorm layout
-    (bertkit.interop.prelayernorm), the one transformers computes identically; a pre-LN
-    model it cannot express raises `BertkitError` before anything is written."""
+    """config.json + model.safetensors for `model` (its class name in `architectures`), in
+    the layout its class writes (`checkpoint_layout`: BERT's pre-LN models in transformers'
+    roberta-prelayernorm layout, raising `BertkitError` before anything is written when
+    transformers cannot express the model)."""
     config = model.config
     config.extra = {**config.extra, "architectures": [type(model).__name__]}
     # fields transformers reads to run this class as bertkit does (BertLMHeadModel: is_decoder,
@@ -129,12 +117,7 @@ def save_pretrained_checkpoint(
     values = {k: v for k, v in config.to_dict().items() if k != "is_decoder"}
     values.update(getattr(model, "hf_config_fields", {}))
     state = model.state_dict() if state_dict is None else state_dict
-    if config.pre_layer_norm:
-        try:
-            values = prelayernorm.config_to_hf(values)
-        except prelayernorm.LayoutError as exc:
-            raise BertkitError(f"{directory}: cannot save: {exc}") from None
-        state = prelayernorm.state_to_hf(state, config.model_type, type(model).__name__, config.pad_token_id)
+    values, state = model.checkpoint_layout(values, state, directory)
     write_config_json(directory, values)
     save_pretrained_weights(model, directory, state)
 

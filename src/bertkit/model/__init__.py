@@ -1,4 +1,4 @@
-"""The BERT encoder and the models built directly on it."""
+"""The family contract (`PreTrainedModel`), the BERT encoder and the models built directly on it."""
 
 from bertkit.model.bert import BertForPreTraining, BertModel, BertPreTrainedModel
 from bertkit.model.outputs import (
@@ -9,6 +9,7 @@ from bertkit.model.outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.task_heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
@@ -17,7 +18,8 @@ from bertkit.model.task_heads import (
 )
 
 __all__ = [
-    "BertModel", "BertForPreTraining", "BertPreTrainedModel", "BertModelOutput", "BertForPreTrainingOutput",
+    "PreTrainedModel", "BertModel", "BertForPreTraining", "BertPreTrainedModel", "BertModelOutput",
+    "BertForPreTrainingOutput",
     "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
     "BertForMultipleChoice", "SequenceClassifierOutput", "TokenClassifierOutput",
     "QuestionAnsweringModelOutput", "MultipleChoiceModelOutput",

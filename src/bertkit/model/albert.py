@@ -449,7 +449,8 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
     ) -> AlbertForPreTrainingOutput:
         """labels: (B, T) original ids at masked positions, -100 elsewhere;
         sentence_order_label: (B,) 0 = A then B, 1 = swapped (-100 = ignore)."""
-        out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.albert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                          output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         sop_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
         word_embeddings = self.albert.embeddings.word_embeddings.weight
         loss, prediction_logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels)
@@ -483,7 +484,8 @@ class AlbertForMaskedLM(AlbertPreTrainedModel):
     ) -> MaskedLMOutput:
         """(B, T) int inputs; labels (B, T) original ids at masked positions, -100 elsewhere
         (then logits are (N, V) at those positions only, see `masked_positions`)."""
-        out = self.albert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.albert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                          output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         word_embeddings = self.albert.embeddings.word_embeddings.weight
         loss, logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels)
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)

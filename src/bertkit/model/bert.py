@@ -6,18 +6,21 @@ with a key-set check rather than a translation table (see bertkit.interop.hf).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.errors import BertkitError
+from bertkit.interop import prelayernorm
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import BertPooler, BertPreTrainingHeads
 from bertkit.model.layers import BertEncoder
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
+from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding, UnpadSwitch, accepts_unpadding
 
@@ -63,78 +66,73 @@ def masked_lm(
     return loss, logits, positions
 
 
-class BertPreTrainedModel(nn.Module):
-    """Weight init plus HF-layout `from_pretrained` / `save_pretrained`.
+class BertPreTrainedModel(PreTrainedModel):
+    """The BERT family's `PreTrainedModel` (bertkit.model.pretrained): BERT's config, init
+    and checkpoint names; RoBERTa, ELECTRA and ALBERT build on it.
 
     Subclasses set `backbone_prefix` ("" when the class *is* the backbone, "bert."
     when it wraps one) and `optional_prefixes`: keys under those (heads, and the pooler,
     which MLM-only checkpoints lack) may be missing from a checkpoint — reported in
-    `loading_info` and freshly initialised; other backbone keys may not.
+    `loading_info` and freshly initialised; other backbone keys may not. Pre-LN models
+    are read and written in transformers' roberta-prelayernorm layout
+    (bertkit.interop.prelayernorm).
     """
 
-    backbone_prefix = ""
-    optional_prefixes: tuple[str, ...] = ("pooler.",)
     config_class: type[BertConfig] = BertConfig  # the family's config class (HF's attribute)
-    hf_config_fields: dict[str, object] = {}  # config.json fields transformers needs to run the class as bertkit
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.config = config
-        self.loading_info: dict[str, list[str]] = {"missing_keys": [], "unexpected_keys": []}
+    base_model_prefix = "bert"
+    optional_prefixes: tuple[str, ...] = ("pooler.",)
+    head_roots = ("cls.",)
+    # keys HF may store that carry no learned state of their own in bertkit
+    derived_keys = ("embeddings.position_ids", "embeddings.token_type_ids", "cls.predictions.decoder.weight",
+                    "cls.predictions.decoder.bias", "lm_head.decoder.weight", "lm_head.decoder.bias")
 
     def init_weights(self) -> None:
         """BERT init: normal(0, initializer_range) weights, zero biases, unit LayerNorms."""
-        std = self.config.initializer_range
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, 0.0, std)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, 0.0, std)
-                if module.padding_idx is not None:
-                    with torch.no_grad():
-                        module.weight[module.padding_idx].zero_()
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        super().init_weights()
         for name, param in self.named_parameters():
             if name.endswith("predictions.bias"):
                 nn.init.zeros_(param)
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        directory: str | os.PathLike,
-        strict: bool = True,
-        output_loading_info: bool = False,
-        config: BertConfig | None = None,
-    ):
-        """Load config.json + model.safetensors (or pytorch_model.bin, weights only).
+    def _init_module(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
 
-        Missing head weights are allowed, initialised fresh and listed in
-        `model.loading_info`; missing backbone weights raise unless `strict=False`.
-        `config` replaces the directory's config.json (e.g. one with a task's label map).
-        """
-        from bertkit.interop.hf import load_pretrained_weights
+    def state_from_checkpoint(self, state: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+        """A pre-LN checkpoint in transformers' roberta-prelayernorm layout, under bertkit's names."""
+        if not prelayernorm.is_hf_state(state):
+            return state
+        config = self.config
+        if not config.pre_layer_norm:
+            raise BertkitError(f"{path}: a pre-LN (roberta-prelayernorm) checkpoint, but the model's config is post-LN")
+        try:
+            return prelayernorm.state_from_hf(state, config.model_type, config.pad_token_id)
+        except prelayernorm.LayoutError as exc:
+            raise BertkitError(f"{path}: {exc}") from None
 
-        config = config if config is not None else cls.config_class.from_pretrained(directory)
-        model = cls(config)
-        model.loading_info = load_pretrained_weights(model, Path(directory), strict=strict)
-        model.eval()
-        return (model, model.loading_info) if output_loading_info else model
-
-    def save_pretrained(self, directory: str | os.PathLike, state_dict: dict[str, torch.Tensor] | None = None) -> None:
-        """Write config.json and model.safetensors (atomically) in the HF layout (pre-LN
-        models: transformers' roberta-prelayernorm layout, see bertkit.interop.prelayernorm).
-
-        `state_dict` replaces the module's own (e.g. a full one gathered from FSDP shards)."""
-        from bertkit.interop.hf import save_pretrained_checkpoint
-
-        save_pretrained_checkpoint(self, Path(directory), state_dict)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+    def checkpoint_layout(
+        self, values: dict[str, Any], state: dict[str, torch.Tensor], directory: Path
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """A pre-LN model in transformers' roberta-prelayernorm layout (the one transformers
+        computes identically); one it cannot express raises before anything is written."""
+        config = self.config
+        if not config.pre_layer_norm:
+            return values, state
+        try:
+            values = prelayernorm.config_to_hf(values)
+        except prelayernorm.LayoutError as exc:
+            raise BertkitError(f"{directory}: cannot save: {exc}") from None
+        return values, prelayernorm.state_to_hf(state, config.model_type, type(self).__name__, config.pad_token_id)
 
 
 class BertModel(UnpadSwitch, BertPreTrainedModel):
@@ -281,7 +279,8 @@ class BertForPreTraining(BertPreTrainedModel):
         next_sentence_label: (B,) 0 = IsNext, 1 = NotNext (-100 = ignore)."""
         # with labels, the last layer runs only where the heads read (masked positions, [CLS])
         read = None if labels is None else labels != IGNORE_INDEX
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+        out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions,
                         read_positions=read)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         loss, prediction_logits, positions = masked_lm(

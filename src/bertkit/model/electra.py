@@ -265,7 +265,8 @@ class ElectraForPreTraining(ElectraPreTrainedModel):
     ) -> ElectraForPreTrainingOutput:
         """labels: (B, T) 1 = replaced, 0 = original; the loss is the mean BCE over the
         positions with attention_mask 1 (all positions without a mask)."""
-        out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.electra(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         logits = self.discriminator_predictions(out.last_hidden_state)  # (B, T)
         loss = None
         if labels is not None:
@@ -303,7 +304,8 @@ class ElectraForMaskedLM(ElectraPreTrainedModel):
         """labels: (B, T) original ids at masked positions, -100 elsewhere. logits: (B, T, V)
         without labels; with them (N, V) at the N labelled positions only (row-major, listed
         in `masked_positions`), as bertkit's other MLM heads."""
-        out = self.electra(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.electra(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         if labels is None:
             return MaskedLMOutput(None, self.mlm_logits(out.last_hidden_state), None, out.hidden_states, out.attentions)
         positions, selected, targets = labelled_rows(out.last_hidden_state, labels)  # (N, 2), (N, H), (N,)
@@ -402,6 +404,8 @@ class ElectraForMultipleChoice(ElectraPreTrainedModel, BertTaskModel):
         if self.sequence_summary.summary_type == "first":
             out = self.encode_for_first_token(ids, types, mask, output_hidden_states, output_attentions)
         else:  # the last position / the mean over T read padding states too (transformers'): run padded
-            out = self.electra(ids, types, mask, output_hidden_states, output_attentions, unpad=False)
+            out = self.electra(input_ids=ids, token_type_ids=types, attention_mask=mask,
+                               output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+                               unpad=False)
         scores = self.classifier(self.sequence_summary(out.last_hidden_state))  # (B * C, 1)
         return choice_output(scores, input_ids.shape[1], labels, out)

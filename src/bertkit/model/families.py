@@ -1,38 +1,59 @@
-"""Model families (BERT, RoBERTa, ELECTRA, ALBERT): one registry entry each.
+"""Model families (BERT, RoBERTa, ELECTRA, ALBERT): one registry entry each, declaring
+what the family can do.
 
-The task layer (fine-tuning, evaluation, `predict`, `fill-mask`) never names a model
-class: it reads config.json's `model_type` and asks this registry for the family's
-config class, its bare encoder, the head class of a task family and its masked-LM model.
-Adding a family = its model module plus one `MODEL_FAMILIES` line.
+Callers never name a model class or compare model types: they read config.json's
+`model_type` (or a model's config) and ask this registry for the family's config class,
+its bare encoder, the head class of a task family, its masked-LM model, whether it
+generates text, and the input names its models take. Adding a family = its model
+module(s) plus one `MODEL_FAMILIES` line; an encoder-decoder or a two-stream model plugs
+in the same way.
 
-Contract of an entry's classes (Hugging Face semantics throughout):
-- `config`: a `BertConfig` subclass whose `model_type` default is the family's key, with
-  `from_pretrained(directory)` / `from_dict(values)` reading HF's config.json;
-- `backbone`: the bare encoder (`BertModel`, `RobertaModel`, ...), with
-  `from_pretrained(directory)` loading it from any checkpoint of the family (its
-  `loading_info["missing_keys"]` lists what the checkpoint lacked);
+The contract of a family (Hugging Face semantics throughout):
+- `config`: a subclass of bertkit.pretrained_config.PretrainedConfig (its own fields, HF
+  names; `model_type`'s default is the family's key) reading and writing HF's config.json
+  (`from_pretrained(directory)` / `from_dict(values)` / `save_pretrained`), with
+  field-named errors and, optionally, named `presets`;
+- every model class: a subclass of bertkit.model.pretrained.PreTrainedModel
+  (`from_pretrained` / `save_pretrained` with key-set and shape checks, safetensors,
+  weights-only loading of pytorch_model.bin, `loading_info`; its `config_class`,
+  `base_model_prefix`, `backbone_prefix`, `optional_prefixes`, init hook);
+- `input_names`: the batch entries (HF names) its models take as keyword inputs:
+  ("input_ids", "token_type_ids", "attention_mask") for the four encoders here, e.g.
+  ("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask") for an
+  encoder-decoder or ("input_ids", "attention_mask", "perm_mask", "target_mapping") for
+  a permutation LM. Every caller passes `model(**model_inputs(model, batch), ...)`:
+  targets (labels, ...) and options (output_hidden_states, ...) by keyword on top;
+- `backbone`: the bare encoder (`BertModel`, `RobertaModel`, ...; for an encoder-decoder
+  its bare model), with `from_pretrained(directory)` loading it from any checkpoint of
+  the family (its `loading_info["missing_keys"]` lists what the checkpoint lacked);
 - `tasks`: task family ("classification", "tagging", "multiple_choice", "qa") -> head
   class, which holds the encoder as attribute `backbone_attribute` (HF's `bert`,
-  `roberta`, `electra`, `albert`) and takes `config` in its constructor;
-- `mlm` (a `MaskedLM`, None when the family has none): `model` loads every checkpoint of
-  the family that carries the vocabulary head (its `from_pretrained` lists absent head
-  weights in `loading_info["missing_keys"]`, under `head_prefixes`), and its
-  `forward(input_ids, token_type_ids, attention_mask)` without labels returns (B, T, V)
-  vocabulary logits as `logits` (`prediction_logits` for BERT's pre-training model);
-  `checkpoints` says, for error messages, which checkpoints have the head.
+  `roberta`, `electra`, `albert`) and takes `config` in its constructor; `supports(task)`
+  says whether the family has it;
+- `mlm` (a `MaskedLM`, None when the family has none; `can_fill_mask`): `model` loads
+  every checkpoint of the family that carries the vocabulary head (its `from_pretrained`
+  lists absent head weights in `loading_info["missing_keys"]`, under `head_prefixes`),
+  and called on `model_inputs` without labels returns (B, T, V) vocabulary logits as
+  `logits` (`prediction_logits` for BERT's pre-training model); `checkpoints` says, for
+  error messages, which checkpoints have the head;
+- `can_generate`: whether its models produce text (an output with generated sequences);
+  False for the four encoders here.
 Class references are "module:Class" strings, imported on first use (the CLI stays fast).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bertkit.errors import BertkitError
 from bertkit.interop import prelayernorm
 
 DEFAULT_MODEL_TYPE = "bert"  # config.json files without `model_type` (old BERT checkpoints)
+ENCODER_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")  # BERT's (HF names)
 
 
 @dataclass(frozen=True)
@@ -50,12 +71,27 @@ class MaskedLM:
 
 @dataclass(frozen=True)
 class ModelFamily:
+    """One family's classes and capabilities (see the module docstring for the contract)."""
+
     model_type: str
     config: str
     backbone: str
     backbone_attribute: str
     tasks: dict[str, str] = field(default_factory=dict)
     mlm: MaskedLM | None = None
+    input_names: tuple[str, ...] = ("input_ids", "attention_mask")
+    can_generate: bool = False
+
+    @property
+    def task_families(self) -> tuple[str, ...]:
+        return tuple(self.tasks)
+
+    def supports(self, task_family: str) -> bool:
+        return task_family in self.tasks
+
+    @property
+    def can_fill_mask(self) -> bool:
+        return self.mlm is not None
 
     def config_class(self):
         return _resolve(self.config)
@@ -84,21 +120,23 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": f"{_BERT_HEADS}:BertForMultipleChoice",
         "qa": f"{_BERT_HEADS}:BertForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.bert:BertForPreTraining", ("cls.predictions.",),
-                    "a BertForPreTraining or BertForMaskedLM checkpoint")),
+                    "a BertForPreTraining or BertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
     "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
         "classification": "bertkit.model.albert:AlbertForSequenceClassification",
         "tagging": "bertkit.model.albert:AlbertForTokenClassification",
         "multiple_choice": "bertkit.model.albert:AlbertForMultipleChoice",
         "qa": "bertkit.model.albert:AlbertForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.albert:AlbertForMaskedLM", ("predictions.",),
-                    "an AlbertForPreTraining or AlbertForMaskedLM checkpoint")),
+                    "an AlbertForPreTraining or AlbertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
     "roberta": ModelFamily("roberta", "bertkit.model.roberta:RobertaConfig", "bertkit.model.roberta:RobertaModel",
                            "roberta", {
         "classification": "bertkit.model.roberta:RobertaForSequenceClassification",
         "tagging": "bertkit.model.roberta:RobertaForTokenClassification",
         "multiple_choice": "bertkit.model.roberta:RobertaForMultipleChoice",
         "qa": "bertkit.model.roberta:RobertaForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.roberta:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint")),
+    }, mlm=MaskedLM("bertkit.model.roberta:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint"),
+        # token types as HF's RobertaModel takes them (one type in RoBERTa's checkpoints: then ignored)
+        input_names=ENCODER_INPUT_NAMES),
     "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
                            "electra", {
         "classification": "bertkit.model.electra:ElectraForSequenceClassification",
@@ -107,7 +145,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "qa": "bertkit.model.electra:ElectraForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
-                    "MLM head")),
+                    "MLM head"), input_names=ENCODER_INPUT_NAMES),
 }
 
 
@@ -118,7 +156,7 @@ def _resolve(reference: str):
 
 def read_model_type(directory: str | Path) -> str:
     """config.json's `model_type` ("bert" when absent); errors name the file."""
-    from bertkit.config import read_json_object
+    from bertkit.pretrained_config import read_json_object
 
     if not Path(directory).is_dir():
         raise BertkitError(f"{directory}: no such model directory")
@@ -158,3 +196,32 @@ def architecture_task_families() -> dict[str, str]:
     """Head class name (config.json `architectures`) -> task family, over every family."""
     return {reference.split(":")[1]: task for family in MODEL_FAMILIES.values()
             for task, reference in family.tasks.items()}
+
+
+def unwrap_model(model: Any) -> Any:
+    """The model inside DDP / FSDP (`module`) and torch.compile (`_orig_mod`) wrappers."""
+    while not hasattr(model, "config"):
+        inner = getattr(model, "module", None)
+        inner = getattr(model, "_orig_mod", None) if inner is None else inner
+        if inner is None:
+            return model
+        model = inner
+    return model
+
+
+def family_of_model(model: Any) -> ModelFamily:
+    """The family of a model (its config's `model_type`), through training wrappers."""
+    unwrapped = unwrap_model(model)
+    config = getattr(unwrapped, "config", None)
+    if config is None:
+        raise BertkitError(f"{type(unwrapped).__name__} has no config: cannot tell its model family")
+    return family_for_config(config)
+
+
+def model_inputs(model: Any, batch: Mapping[str, Any], device: Any = None) -> dict[str, Any]:
+    """The entries of `batch` (a mapping with HF input names) that `model` takes: its
+    family's declared `input_names`, those the batch holds, moved to `device` when given.
+    `model` may be a model (wrapped or not) or a `ModelFamily`."""
+    family = model if isinstance(model, ModelFamily) else family_of_model(model)
+    return {name: batch[name] if device is None else batch[name].to(device)
+            for name in family.input_names if name in batch and batch[name] is not None}

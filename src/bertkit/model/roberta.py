@@ -148,7 +148,8 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
         masked positions, -100 elsewhere (then only those positions are projected)."""
         # with labels, the last layer runs only at the masked positions (bertkit.model.query_rows)
         read = None if labels is None else labels != IGNORE_INDEX
-        out = self.roberta(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+        out = self.roberta(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           output_hidden_states=output_hidden_states, output_attentions=output_attentions,
                            read_positions=read)
         word_embeddings = self.roberta.embeddings.word_embeddings.weight
         loss, logits, positions = masked_lm(self.lm_head, out.last_hidden_state, word_embeddings, labels)

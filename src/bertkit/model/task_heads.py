@@ -114,9 +114,11 @@ class BertTaskModel(BertPreTrainedModel):
         (bertkit.model.query_rows; 1/L of the encoder less its keys and values), and
         `last_hidden_state` is zero elsewhere."""
         if "read_positions" not in inspect.signature(self.backbone.forward).parameters:
-            return self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+            return self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                                 output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         first_only = torch.zeros_like(input_ids, dtype=torch.bool)  # the backbone adds position 0
-        return self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions,
+        return self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
                              read_positions=first_only)
 
 
@@ -190,7 +192,8 @@ class BertForTokenClassification(BertTaskModel):
     ) -> TokenClassifierOutput:
         """labels: (B, T) int64 label ids, -100 where no loss is taken (sub-word
         continuations, special tokens, padding)."""
-        out = self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
@@ -231,7 +234,8 @@ class BertForQuestionAnswering(BertTaskModel):
     ) -> QuestionAnsweringModelOutput:
         """start_positions, end_positions: (B,) int64 token indices of the answer span
         (0 = [CLS] for no answer); indices outside [0, T) are ignored in the loss."""
-        out = self.backbone(input_ids, token_type_ids, attention_mask, output_hidden_states, output_attentions)
+        out = self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
         if attention_mask is not None:  # padding is never an answer

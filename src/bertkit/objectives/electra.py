@@ -36,6 +36,7 @@ from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
 from bertkit.model.bert import IGNORE_INDEX
 from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.families import model_inputs
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.training.config import EVAL_SEED
@@ -157,10 +158,12 @@ class ElectraPretrainingModel(nn.Module):
         """input_ids: (B, T) masked input; labels: (B, T) original ids at masked positions,
         -100 elsewhere; `sampler` draws the replacements."""
         # only the masked positions are projected onto the vocabulary (fused with the loss): (N, V)
-        generated = self.generator(input_ids, token_type_ids, attention_mask, labels=labels)
+        generated = self.generator(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                                   labels=labels)
         sampled = sample_tokens(generated.logits, sampler)  # (N,) row-major, as the logits
         replaced, disc_labels = replace_tokens(input_ids, labels, sampled, attention_mask)
-        disc_logits = self.discriminator(replaced, token_type_ids, attention_mask).logits  # (B, T)
+        disc_logits = self.discriminator(input_ids=replaced, token_type_ids=token_type_ids,
+                                         attention_mask=attention_mask).logits  # (B, T)
         return ElectraStepOutput(generated.loss, generated.logits, disc_logits, disc_labels, replaced)
 
 
@@ -240,7 +243,7 @@ class ElectraObjective(PretrainingObjective):
             sampler.manual_seed(int(torch.randint(2**62, (1,))))
         else:  # evaluation: the same samples at every evaluation and in every run sharing the eval seed
             sampler.manual_seed(self.eval_seed)
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels, sampler)
+        out = model(**model_inputs(model, batch), labels=labels, sampler=sampler)
         return electra_loss(out, labels, totals["mlm"], totals["disc"], self.disc_weight)
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:

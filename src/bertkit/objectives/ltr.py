@@ -22,6 +22,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
+from bertkit.model.families import model_inputs
 from bertkit.model.heads import BertOnlyMLMHead
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
@@ -78,7 +79,8 @@ class BertLMHeadModel(BertPreTrainedModel):
         mask = causal_attention_mask(attention_mask, input_ids.shape[1], input_ids.device)
         if mask.shape[0] != input_ids.shape[0]:
             mask = mask.expand(input_ids.shape[0], -1, -1)  # (B, T, T)
-        out = self.bert(input_ids, token_type_ids, mask, output_hidden_states)
+        out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=mask,
+                        output_hidden_states=output_hidden_states)
         weight = self.bert.embeddings.word_embeddings.weight
         loss, logits, _ = masked_lm(self.cls.predictions, out.last_hidden_state, weight, labels)
         return CausalLMOutput(loss, logits, out.hidden_states)
@@ -103,7 +105,7 @@ class LtrObjective(PretrainingObjective):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         labels = batch["labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
+        out = model(**model_inputs(model, batch), labels=labels)
         stats = mlm_statistics(out.logits, labels, out.loss)
         return out.loss * (stats["mlm_count"] / max(totals["lm"], 1.0)), stats
 

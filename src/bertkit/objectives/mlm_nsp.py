@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from bertkit.evaluation.metrics import percent
 from bertkit.model import BertForPreTraining
+from bertkit.model.families import model_inputs
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
 
 
@@ -38,7 +39,7 @@ class MlmNspObjective(PretrainingObjective):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         labels = batch["labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
+        out = model(**model_inputs(model, batch), labels=labels)
         stats = mlm_statistics(getattr(out, self.logits_field), labels, out.loss)
         # out.loss is this micro-batch's mean over its masked positions: times its count over
         # the global count gives its share of the global mean

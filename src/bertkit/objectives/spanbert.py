@@ -29,6 +29,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.evaluation.metrics import percent
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.families import model_inputs
 from bertkit.model.heads import BertOnlyMLMHead, decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
@@ -123,7 +124,8 @@ class SpanBertForPreTraining(BertPreTrainedModel):
         read = labels != IGNORE_INDEX  # (B, T): the last layer runs only where the heads read
         read[rows, left] = True
         read[rows, right] = True
-        hidden = self.bert(input_ids, token_type_ids, attention_mask, read_positions=read).last_hidden_state  # (B, T, H)
+        hidden = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                           read_positions=read).last_hidden_state  # (B, T, H)
         weight = self.bert.embeddings.word_embeddings.weight
         mlm_loss, mlm_logits = self.cls.predictions.loss_and_logits(hidden[rows, positions[:, 1]], weight, targets)
         boundary = self.sbo(hidden[rows, left], hidden[rows, right], relative)  # (N, H)
@@ -155,7 +157,7 @@ class SpanBertObjective(PretrainingObjective):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         labels = batch["labels"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=labels)
+        out = model(**model_inputs(model, batch), labels=labels)
         stats = mlm_statistics(out.mlm_logits, labels, out.mlm_loss)
         sbo = mlm_statistics(out.sbo_logits, labels, out.sbo_loss)
         stats.update(sbo_loss_sum=sbo["mlm_loss_sum"], sbo_correct=sbo["mlm_correct"])

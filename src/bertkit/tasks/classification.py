@@ -339,3 +339,136 @@ def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_mul
     from bertkit.data.collate import collate as collate_rows
 
     return collate_rows(features, pad_token_id, pad_to_multiple_of)
+
+
+# ---------------------------------------------------------------------------- the family's hooks
+# (bertkit.tasks.hooks: what fine-tuning, evaluation, `predict` and their reports ask of a family)
+
+MAX_CONFUSION_LABELS = 30  # a confusion matrix plot beyond this many labels is unreadable
+
+
+def spec_from_config(config) -> dict[str, Any]:
+    """A sequence classifier fine-tuned elsewhere: regression when its config says so or it has one output."""
+    return {"regression": config.problem_type == "regression" or config.num_labels == 1}
+
+
+def head_config(config, spec, labels: list[str] | None):
+    from bertkit.tasks import hooks
+
+    return hooks.head_config(config, spec, labels, "single_label_classification")
+
+
+def metrics(spec, data, outputs, id2label) -> dict[str, float]:
+    from bertkit.tasks.programs import classification_metrics
+
+    labels = np.asarray([f["labels"] for f in data.features])
+    return classification_metrics(spec, np.stack(outputs), labels)
+
+
+def evaluation_label_map(spec, config, examples: list, origin: str) -> dict[str, int] | None:
+    from bertkit.tasks.hooks import missing_label_names
+
+    if spec.regression:
+        return None
+    if config.has_label_names:
+        check_labels(examples, config.label2id, origin)
+        return dict(config.label2id)
+    # LABEL_0.. placeholders (fine-tuned elsewhere): ids in sorted order
+    names = glue_labels(spec.glue_task) if spec.glue_task else sort_labels(
+        {ex.label for ex in examples if ex.label is not None})
+    if names is not None and len(names) <= config.num_labels:
+        return {name: i for i, name in enumerate(names)}
+    raise missing_label_names(origin)
+
+
+def describe(spec) -> str:
+    return spec.glue_task or ("regression" if spec.regression else "classification")
+
+
+def dev_plots(spec, dev, labels: list[str] | None, outputs, output_dir: Path) -> list[Path]:
+    """confusion_matrix.png of the best model's dev predictions."""
+    if outputs is None or dev is None or spec.regression or not labels or len(labels) > MAX_CONFUSION_LABELS:
+        return []
+    from bertkit.plots import new_figure, save_png
+
+    count = len(labels)
+    predicted = np.stack(outputs).argmax(-1)
+    gold = np.asarray([f["labels"] for f in dev.features], dtype=np.int64)
+    matrix = np.zeros((count, count), dtype=np.int64)  # rows: gold, columns: predicted
+    np.add.at(matrix, (gold, predicted), 1)
+    size = max(3.5, 0.6 * count + 2)
+    fig = new_figure(size, size, dpi=110)
+    ax = fig.subplots()
+    ax.imshow(matrix, cmap="Blues")
+    ax.set_xticks(range(count), labels, rotation=45, ha="right")
+    ax.set_yticks(range(count), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    ax.set_title("Dev confusion matrix (best model)", fontsize=10)
+    threshold = matrix.max() / 2 if matrix.size else 0
+    for i in range(count):
+        for j in range(count):
+            ax.text(j, i, str(matrix[i, j]), ha="center", va="center",
+                    color="white" if matrix[i, j] > threshold else "black")
+    fig.tight_layout()
+    return [save_png(fig, output_dir / "confusion_matrix.png")]
+
+
+def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, progress: bool) -> list[dict[str, Any]]:
+    """"text" or ("text", "pair") -> label, score and every label's softmax probability;
+    regression -> {"score": value}."""
+    from bertkit.tasks.hooks import INPUT_SOURCE
+    from bertkit.tasks.programs import softmax
+
+    spec = loaded.spec
+    examples = []
+    for i, item in enumerate(batch):
+        source = f"{INPUT_SOURCE}:{i + 1}"
+        if isinstance(item, str):
+            if spec.has_pairs:
+                raise BertkitError(f"{source}: this model classifies text pairs; give (text, pair)")
+            examples.append(ClassificationExample(item, None, None, source))
+        elif isinstance(item, tuple) and len(item) == 2 and all(isinstance(t, str) for t in item):
+            examples.append(ClassificationExample(item[0], item[1], None, source))
+        else:
+            raise BertkitError(f"{source}: expected a text or a (text, pair) tuple of strings, got {item!r:.80}")
+    features = encode(examples, loaded.tokenizer, max_seq_length, None)
+    logits = np.stack(loaded.outputs(features, batch_size, progress))  # (N, K)
+    if spec.regression or logits.shape[1] == 1:
+        return [{"score": float(row[0])} for row in logits]
+    names = [loaded.id2label[i] for i in range(logits.shape[1])]
+    results = []
+    for probs in softmax(logits):
+        best = int(probs.argmax())
+        results.append({"label": names[best], "score": float(probs[best]),
+                        "scores": {name: float(p) for name, p in zip(names, probs)}})
+    return results
+
+
+def inputs_from_texts(texts: list[str], spec) -> list[Any]:
+    if not spec.has_pairs:
+        return list(texts)
+    if len(texts) % 2:
+        raise BertkitError(f"this model classifies text pairs: give an even number of texts (got {len(texts)})")
+    return [(a, b) for a, b in zip(texts[::2], texts[1::2])]
+
+
+def input_from_record(record: dict[str, Any], spec, path: str, line_no: int, text_field: str, pair_field: str) -> Any:
+    from bertkit.tasks import hooks
+
+    text = hooks.input_from_record(record, spec, path, line_no, text_field, pair_field)
+    if not spec.has_pairs:
+        return text
+    if pair_field not in record:
+        raise missing_field(path, line_no, [pair_field], record)
+    return (text, as_text(record[pair_field], path, line_no, pair_field))
+
+
+def input_from_line(text: str, spec, source: str) -> Any:
+    from bertkit.tasks.hooks import tab_pair
+
+    return tab_pair(text, source) if spec.has_pairs else text
+
+
+def echo(item: Any) -> dict[str, Any]:
+    return {"text": item[0], "pair": item[1]} if isinstance(item, tuple) else {"text": item}

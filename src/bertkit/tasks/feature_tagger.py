@@ -32,7 +32,7 @@ batches hold cached features instead of token ids). A checkpoint holds the tagge
 absolute path and the sha256 of its weights file, checked when loading — which
 features, sizes, label names), the tokenizer and `bertkit_task.json`.
 `load_feature_tagger` joins the encoder and the tagger again (`BertFeatureTagger`) so
-`bertkit predict` / `bertkit evaluate ner` use it as any fine-tuned tagger.
+`bertkit predict` / `bertkit evaluate ner` use it as any fine-tuned tagger (bertkit.inference).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from bertkit.atomic import atomic_path, write_text_atomic
 from bertkit.data.instances import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.feature_choices import LAYER_CHOICES
+from bertkit.model.families import model_inputs
 from bertkit.model.outputs import TokenClassifierOutput
 from bertkit.tasks.programs import TaggingProgram, TaskData, feature_length
 
@@ -231,7 +232,8 @@ class BertFeatureTagger(nn.Module):
             attention_mask = torch.ones_like(input_ids)
         choice = self.tagger.config.features
         with torch.no_grad():
-            out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=choice != "last")
+            out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                            output_hidden_states=choice != "last")
             features = out.last_hidden_state if choice == "last" else layer_features(out.hidden_states, choice)
             features = features.to(getattr(torch, self.tagger.config.cache_dtype)).float()  # as cached in training
         return self.tagger(features, attention_mask, labels)
@@ -328,8 +330,7 @@ def _fill(encoder: nn.Module, features: list[dict[str, Any]], choice: str, array
             rows = order[start : start + batch_size]
             batch = collate([{"input_ids": features[i]["input_ids"], "token_type_ids": features[i]["token_type_ids"]}
                              for i in rows], pad_id)
-            out = encoder(batch["input_ids"].to(device), batch["token_type_ids"].to(device),
-                          batch["attention_mask"].to(device), output_hidden_states=choice != "last")
+            out = encoder(**model_inputs(encoder, batch, device), output_hidden_states=choice != "last")
             values = out.last_hidden_state if choice == "last" else layer_features(out.hidden_states, choice)
             values = values.float().cpu().numpy()  # (B, T, *shape)
             for row, index in enumerate(rows):
@@ -348,7 +349,8 @@ def run_cached(model: FeatureTagger, features: Sequence[dict[str, Any]], collate
                       disable=not progress or None):
         rows = order[start : start + batch_size]
         batch = collate([features[i] for i in rows])
-        logits = model(batch["hidden"].to(device), batch["attention_mask"].to(device)).logits.float().cpu().numpy()
+        logits = model(features=batch["hidden"].to(device),
+                       attention_mask=batch["attention_mask"].to(device)).logits.float().cpu().numpy()
         for row, index in enumerate(rows):
             outputs[index] = logits[row, : feature_length(features[index])]
     return outputs  # type: ignore[return-value]
@@ -363,7 +365,7 @@ class FeatureTaggingProgram(TaggingProgram):
     training order are TaggingProgram's."""
 
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
-        return model(batch["hidden"], batch["attention_mask"], **targets)
+        return model(features=batch["hidden"], attention_mask=batch["attention_mask"], **targets)
 
     def evaluate(self, model: nn.Module, ctx, batch_size: int, max_batches: int | None) -> dict[str, float]:
         if self.dev is None:
@@ -411,16 +413,15 @@ def is_feature_tagger(directory: str | Path) -> bool:
     return (Path(directory) / TAGGER_CONFIG_FILE).is_file()
 
 
-def load_feature_tagger(directory: str | Path, device: str | None = None):
-    """A saved feature-based tagger joined with its encoder, as `bertkit.prediction.FineTuned`."""
+def load_feature_tagger(directory: str | Path) -> BertFeatureTagger:
+    """A saved feature-based tagger joined with its encoder (on the CPU, in eval mode); its
+    `config` is the encoder's with the tagger's label map. bertkit.inference.loading
+    makes it a loaded fine-tuned model."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     from bertkit.config import BertConfig
     from bertkit.model import BertModel
-    from bertkit.prediction import FineTuned
-    from bertkit.tasks.programs import TaskSpec
-    from bertkit.tokenization import Tokenizer
 
     directory = Path(directory)
     config = FeatureTaggerConfig.load(directory)
@@ -447,8 +448,4 @@ def load_feature_tagger(directory: str | Path, device: str | None = None):
     except RuntimeError as exc:
         raise BertkitError(f"{path}: weights do not fit {origin} ({str(exc).splitlines()[0]})") from None
     labelled = encoder_config.with_labels(config.labels)
-    model = BertFeatureTagger(BertModel.from_pretrained(encoder_dir), tagger, labelled)
-    model.to(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu")))
-    model.eval()
-    spec = TaskSpec.load(directory, labelled)
-    return FineTuned(directory, model, Tokenizer.from_pretrained(directory), spec, TaggingProgram)
+    return BertFeatureTagger(BertModel.from_pretrained(encoder_dir), tagger, labelled).eval()

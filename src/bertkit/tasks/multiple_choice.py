@@ -309,3 +309,66 @@ def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_mul
             dtype = np.int64 if np.issubdtype(values.dtype, np.integer) else np.float32
             batch[key] = torch.from_numpy(values.astype(dtype))
     return batch
+
+
+# ---------------------------------------------------------------------------- the family's hooks
+# (bertkit.tasks.hooks: what fine-tuning, evaluation, `predict` and their reports ask of a family)
+
+
+def metrics(spec, data, outputs, id2label) -> dict[str, float]:
+    from bertkit.tasks.programs import multiple_choice_metrics
+
+    return multiple_choice_metrics(data, outputs)
+
+
+def _context_and_choices(item: Any, source: str) -> tuple[str, list[str]]:
+    if isinstance(item, dict):
+        if "context" not in item or "choices" not in item:
+            raise BertkitError(f"{source}: expected {{'context': ..., 'choices': [...]}}, got keys {sorted(item)}")
+        context, choices = item["context"], item["choices"]
+    elif isinstance(item, tuple) and len(item) == 2:
+        context, choices = item
+    else:
+        raise BertkitError(f"{source}: expected (context, [choices]) or {{'context', 'choices'}}, got {item!r:.80}")
+    if not isinstance(context, str) or not isinstance(choices, (list, tuple)) or len(choices) < 2 \
+            or not all(isinstance(c, str) for c in choices):
+        raise BertkitError(f"{source}: the context must be a text and the choices a list of at least two texts")
+    return context, list(choices)
+
+
+def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, progress: bool) -> list[dict[str, Any]]:
+    """{"context": ..., "choices": [...]} or (context, [choices]) -> the chosen index, its
+    probability and every choice's."""
+    from bertkit.tasks.hooks import INPUT_SOURCE
+    from bertkit.tasks.programs import softmax
+
+    examples = []
+    for i, item in enumerate(batch):
+        context, choices = _context_and_choices(item, f"{INPUT_SOURCE}:{i + 1}")
+        examples.append(MultipleChoiceExample(context, choices, None, INPUT_SOURCE, i + 1))
+    features = encode(examples, loaded.tokenizer, max_seq_length)
+    outputs: list[np.ndarray | None] = [None] * len(examples)
+    for count in sorted({len(ex.choices) for ex in examples}):  # one choice count per batch
+        group = [i for i, ex in enumerate(examples) if len(ex.choices) == count]
+        for i, logits in zip(group, loaded.outputs([features[i] for i in group], batch_size, progress)):
+            outputs[i] = logits
+    results = []
+    for logits in outputs:
+        probs = softmax(logits)
+        best = int(probs.argmax())
+        results.append({"label": best, "score": float(probs[best]), "scores": [float(p) for p in probs]})
+    return results
+
+
+def inputs_from_texts(texts: list[str], spec) -> list[Any]:
+    if len(texts) < 3:
+        raise BertkitError("multiple choice: give the context and at least two choices")
+    return [(texts[0], texts[1:])]
+
+
+def inputs_from_file(path: str, spec) -> list[Any] | None:
+    return [(ex.context, ex.choices) for ex in read_examples(path)]
+
+
+def echo(item: Any) -> dict[str, Any]:
+    return {"context": item[0], "choices": list(item[1])}

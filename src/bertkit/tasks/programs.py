@@ -48,10 +48,13 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent, percentages
+from bertkit.model.families import model_inputs
+from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 from bertkit.training.program import TrainingProgram
 
 TASK_FILE = "bertkit_task.json"
 LENGTH_GROUP_BATCHES = 50  # global batches per length-sorted chunk (Hugging Face's mega-batch)
+INFERRED_MAX_SEQ_LENGTH = 512  # a checkpoint fine-tuned elsewhere: its family's length, else this
 
 
 # ---------------------------------------------------------------------------- task spec
@@ -61,7 +64,7 @@ LENGTH_GROUP_BATCHES = 50  # global batches per length-sorted chunk (Hugging Fac
 class TaskSpec:
     """How a fine-tuned model reads and encodes data; saved as `bertkit_task.json`.
 
-    family: "classification" | "tagging" | "multiple_choice". Classification: glue_task
+    family: a task family's name (bertkit.tasks.registry). Classification: glue_task
     (a GLUE task name) or the text / pair / label columns of a CSV/TSV/JSONL file, and
     `regression`; `has_pairs`: inputs are text pairs. Tagging: `scheme` of the training
     file (IOB1 / IOB2 / IOBES; predictions are written in it) and `tag_column`. QA:
@@ -115,10 +118,12 @@ class TaskSpec:
                 f"{directory}: not a fine-tuned model (config.json architectures: {shown}); expected one of "
                 f"{', '.join(known)} — fine-tune it first with `bertkit finetune`"
             )
-        regression = family == "classification" and (config.problem_type == "regression" or config.num_labels == 1)
-        max_length = min(384 if family == "qa" else 512, config.max_position_embeddings)
-        return cls(family=family, regression=regression, scheme="IOB2" if family == "tagging" else None,
-                   text_column="text", max_seq_length=max_length)
+        from bertkit.tasks.registry import get_task_family
+
+        entry = get_task_family(family)
+        max_length = min(entry.max_seq_length or INFERRED_MAX_SEQ_LENGTH, config.max_position_embeddings)
+        return cls(**{"family": family, "text_column": "text", "max_seq_length": max_length,
+                      **entry.hook("spec_from_config")(config)})
 
 
 # ---------------------------------------------------------------------------- data
@@ -163,7 +168,7 @@ def run_features(
     for start in tqdm(starts, desc=desc, unit="batch", leave=False, disable=not progress or None):
         rows = order[start : start + batch_size]
         batch = collate([features[i] for i in rows])
-        out = model(batch["input_ids"].to(device), batch["token_type_ids"].to(device), batch["attention_mask"].to(device))
+        out = model(**model_inputs(model, batch, device))
         if getattr(out, "start_logits", None) is not None:  # QA: (B, T, 2)
             logits = torch.stack([out.start_logits, out.end_logits], dim=-1).float().cpu().numpy()
         else:
@@ -218,10 +223,15 @@ class TaskProgram(TrainingProgram):
 
     # ---- the family's module ------------------------------------------------------------
     @classmethod
-    def module(cls):
-        from bertkit.tasks import get_family
+    def task_family(cls):
+        """The family's registry entry (bertkit.tasks.registry)."""
+        from bertkit.tasks.registry import get_task_family
 
-        return get_family(cls.family)
+        return get_task_family(cls.family)
+
+    @classmethod
+    def module(cls):
+        return cls.task_family().load_module()
 
     @classmethod
     def model_class(cls, config=None):
@@ -230,7 +240,7 @@ class TaskProgram(TrainingProgram):
             return cls.module().model_class()
         from bertkit.model.families import task_model_class
 
-        return task_model_class(config, cls.family)
+        return task_model_class(config, cls.task_family().head_name)
 
     @classmethod
     def default_metric(cls, spec: TaskSpec) -> str:
@@ -270,7 +280,7 @@ class TaskProgram(TrainingProgram):
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
         """The model's output on a collated batch (a program whose batches hold other
         inputs, e.g. cached features, overrides this)."""
-        return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], **targets)
+        return model(**model_inputs(model, batch), **targets)
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
@@ -356,7 +366,7 @@ class TaskProgram(TrainingProgram):
 class ClassificationProgram(TaskProgram):
     """Sequence classification / regression on [CLS]: GLUE and any labelled table."""
 
-    family = "classification"
+    family = CLASSIFICATION
 
     @classmethod
     def default_metric(cls, spec: TaskSpec) -> str:
@@ -434,7 +444,7 @@ def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarra
 class TaggingProgram(TaskProgram):
     """Token tagging (NER): the label of each word on its first sub-token."""
 
-    family = "tagging"
+    family = TAGGING
 
     @classmethod
     def default_metric(cls, spec: TaskSpec) -> str:
@@ -500,7 +510,7 @@ def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[in
 class MultipleChoiceProgram(TaskProgram):
     """One [CLS] score per (context, choice); softmax over the choices."""
 
-    family = "multiple_choice"
+    family = MULTIPLE_CHOICE
 
     @classmethod
     def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
@@ -537,7 +547,7 @@ def multiple_choice_metrics(data: TaskData, outputs: list[np.ndarray]) -> dict[s
 class QuestionAnsweringProgram(TaskProgram):
     """Extractive QA (SQuAD v1.1 / v2.0): start and end scores per token, windows over long passages."""
 
-    family = "qa"
+    family = QA
     progress_keys = ()
 
     def __init__(self, *args, **kwargs):
@@ -573,8 +583,7 @@ class QuestionAnsweringProgram(TaskProgram):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         starts, ends = batch["start_positions"], batch["end_positions"]
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                    start_positions=starts, end_positions=ends)
+        out = model(**model_inputs(model, batch), start_positions=starts, end_positions=ends)
         count = float(starts.shape[0])
         loss = out.loss * (count / max(totals["task"], 1.0))  # out.loss: mean over the micro-batch's windows
         both = (out.start_logits.detach().argmax(-1) == starts) & (out.end_logits.detach().argmax(-1) == ends)
@@ -642,31 +651,15 @@ def qa_answer_metric(spec: TaskSpec, data: TaskData):
     return resolve_answer_metric(spec.qa_metric, version)
 
 
-PROGRAMS: dict[str, type[TaskProgram]] = {
-    "classification": ClassificationProgram,
-    "tagging": TaggingProgram,
-    "multiple_choice": MultipleChoiceProgram,
-    "qa": QuestionAnsweringProgram,
-}
-
-
-
 def get_program(family: str) -> type[TaskProgram]:
-    """The program class of a task family (aliases as in bertkit.tasks: glue, ner, ...)."""
-    from bertkit.tasks import FAMILIES, get_family
+    """The program class of a task family (aliases too: glue, ner, ...; bertkit.tasks.registry)."""
+    from bertkit.tasks.registry import get_task_family
 
-    module = get_family(family)  # raises naming the choices
-    canonical = next(name for name in PROGRAMS if FAMILIES[name] == module.__name__)
-    return PROGRAMS[canonical]
+    return get_task_family(family).program_class()
 
 
 def metrics_for(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray], id2label: dict[int, str] | None):
-    """The family's official metrics of `outputs` on `data` (used by `bertkit evaluate`)."""
-    if spec.family == "classification":
-        labels = np.asarray([f["labels"] for f in data.features])
-        return classification_metrics(spec, np.stack(outputs), labels)
-    if spec.family == "tagging":
-        return tagging_metrics(data, outputs, id2label)
-    if spec.family == "qa":
-        return qa_metrics(spec, data, outputs, tune_threshold=False)[0]
-    return multiple_choice_metrics(data, outputs)
+    """The family's official metrics of `outputs` on `data` (its `metrics` hook; `bertkit evaluate`)."""
+    from bertkit.tasks.registry import get_task_family
+
+    return get_task_family(spec.family).hook("metrics")(spec, data, outputs, id2label)

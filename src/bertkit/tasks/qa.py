@@ -531,3 +531,153 @@ def _with_probabilities(candidates: list[dict]) -> list[dict]:
         for c, p in zip(candidates, weights / weights.sum(), strict=True):
             c["probability"] = float(p)
     return candidates
+
+
+# ---------------------------------------------------------------------------- the family's hooks
+# (bertkit.tasks.hooks: what fine-tuning, evaluation, `predict` and their reports ask of a family)
+
+
+def head_config(config, spec, labels: list[str] | None):
+    """Two outputs (start, end), no label names."""
+    import dataclasses
+
+    return dataclasses.replace(config, extra=dict(config.extra), id2label=None, label2id=None, problem_type=None)
+
+
+def metrics(spec, data, outputs, id2label) -> dict[str, float]:
+    """The official scores at the spec's no-answer threshold (`bertkit evaluate`; dev
+    evaluation during training tunes it: QuestionAnsweringProgram.metrics)."""
+    from bertkit.tasks.programs import qa_metrics
+
+    return qa_metrics(spec, data, outputs, tune_threshold=False)[0]
+
+
+def describe(spec) -> str:
+    return (f"SQuAD v{'2.0' if spec.squad_version == 2 else '1.1'} (doc_stride {spec.doc_stride}, "
+            f"max_query_length {spec.max_query_length})")
+
+
+def report_details(spec, dev) -> dict[str, str]:
+    """With a dev set: the line naming the answer rule that scored it (SQuAD's or KorQuAD 1.0's)."""
+    if dev is None:
+        return {}
+    from bertkit.tasks.programs import qa_answer_metric
+
+    rule = qa_answer_metric(spec, dev)
+    version = dev.examples[0].dataset_version if dev.examples else None
+    return {"dev scoring": f"{rule.description} ({rule.name}; the dev file's version: {version or 'none'})"}
+
+
+def report_sections(spec, dev) -> list[tuple[str, Any]]:
+    """SQuAD v2.0 with a dev set (where the thresholds are chosen): the unit of the no-answer thresholds."""
+    if spec.squad_version != 2 or dev is None:
+        return []
+    return [("No-answer threshold unit", NULL_THRESHOLD_NOTE)]
+
+
+def report_files(spec, dev, outputs) -> str:
+    """The best model's dev answers (write_dev_predictions), for `bertkit evaluate squad --predictions`."""
+    if outputs is None or dev is None:
+        return ""
+    na_probs = ", `dev_na_probs.json` (their no-answer probabilities, for --na-prob)" if spec.squad_version == 2 else ""
+    return f", `dev_predictions.json` (best/'s dev answers){na_probs}"
+
+
+def write_dev_predictions(spec, dev, outputs, output_dir: Path) -> None:
+    """The best model's dev answers as `dev_predictions.json` ({id: answer}, "" = no answer
+    at the threshold chosen on dev) and, for v2.0, `dev_na_probs.json` (sigmoid of the
+    null-score difference: monotone, so the official threshold sweep is unchanged) — the
+    inputs of `bertkit evaluate squad --predictions ... --na-prob ...`."""
+    if outputs is None or dev is None:
+        return
+    from bertkit.atomic import write_text_atomic
+    from bertkit.tasks.programs import qa_answers, qa_metrics
+
+    _, threshold = qa_metrics(spec, dev, outputs)
+    answers = qa_answers(spec, dev, outputs, null_threshold=threshold)
+    write_text_atomic(Path(output_dir) / "dev_predictions.json",
+                      json.dumps(answers.predictions, ensure_ascii=False) + "\n")
+    if answers.null_diffs is not None:
+        probabilities = {qid: 1.0 / (1.0 + math.exp(-min(max(diff, -700.0), 700.0)))
+                         for qid, diff in answers.null_diffs.items()}
+        write_text_atomic(Path(output_dir) / "dev_na_probs.json", json.dumps(probabilities) + "\n")
+
+
+def _question_and_context(item: Any, source: str) -> tuple[str, str]:
+    if isinstance(item, dict):
+        if "question" not in item or "context" not in item:
+            raise BertkitError(f"{source}: expected {{'question': ..., 'context': ...}}, got keys {sorted(item)}")
+        question, context = item["question"], item["context"]
+    elif isinstance(item, tuple) and len(item) == 2:
+        question, context = item
+    else:
+        raise BertkitError(f"{source}: expected (question, context) or {{'question', 'context'}}, got {item!r:.80}")
+    if not all(isinstance(t, str) and t.strip() for t in (question, context)):
+        raise BertkitError(f"{source}: the question and the context must be non-empty texts")
+    return question, context
+
+
+def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, progress: bool) -> list[dict[str, Any]]:
+    """(question, context) or {"question", "context"} -> the answer, its character span in
+    the context and its probability among the n-best spans; a v2.0 model answers
+    no_answer when the null score beats the best span by more than its threshold."""
+    import dataclasses
+
+    from bertkit.tasks.hooks import INPUT_SOURCE
+    from bertkit.tasks.programs import qa_answers
+
+    spec = dataclasses.replace(loaded.spec, max_seq_length=max_seq_length)
+    examples = []
+    for i, item in enumerate(batch):
+        source = f"{INPUT_SOURCE}:{i + 1}"
+        question, context = _question_and_context(item, source)
+        examples.append(QAExample(str(i), question, context, [], False, source))
+    data = loaded.program_cls.encode(INPUT_SOURCE, examples, loaded.tokenizer, spec, None)
+    answers = qa_answers(spec, data, loaded.outputs(data.features, batch_size, progress))
+    results = []
+    for ex in examples:
+        text, candidates = answers.predictions[ex.qid], answers.nbest[ex.qid]
+        spans = [c for c in candidates if c["start_char"] is not None]
+        if text == "" and spec.squad_version == 2 or not spans:
+            null = next((c for c in candidates if c["start_char"] is None), None)
+            results.append({"answer": "", "start": None, "end": None, "no_answer": True,
+                            "score": float(null["probability"]) if null else 0.0})
+        else:
+            best = spans[0]
+            results.append({"answer": text, "start": best["start_char"], "end": best["end_char"],
+                            "score": float(best["probability"])})
+    return results
+
+
+def inputs_from_texts(texts: list[str], spec) -> list[Any]:
+    if len(texts) % 2:
+        raise BertkitError(f"question answering: give questions and contexts two by two (got {len(texts)} texts)")
+    return [(a, b) for a, b in zip(texts[::2], texts[1::2])]
+
+
+def inputs_from_file(path: str, spec) -> list[Any] | None:
+    """A SQuAD JSON file's questions; JSONL records go through `input_from_record`."""
+    from bertkit.tasks.records import file_kind
+
+    if file_kind(path) == "jsonl":
+        return None
+    return [(ex.question, ex.context) for ex in read_examples(path)]
+
+
+def input_from_record(record: dict[str, Any], spec, path: str, line_no: int, text_field: str, pair_field: str) -> Any:
+    from bertkit.tasks.records import as_text, missing_field
+
+    for name in ("question", "context"):
+        if name not in record:
+            raise missing_field(path, line_no, [name], record)
+    return (as_text(record["question"], path, line_no, "question"), as_text(record["context"], path, line_no, "context"))
+
+
+def input_from_line(text: str, spec, source: str) -> Any:
+    from bertkit.tasks.hooks import tab_pair
+
+    return tab_pair(text, source)
+
+
+def echo(item: Any) -> dict[str, Any]:
+    return {"question": item[0], "context": item[1]}

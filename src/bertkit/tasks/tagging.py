@@ -27,6 +27,7 @@ they are not model inputs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,3 +317,109 @@ def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_mul
     from bertkit.data.collate import collate as collate_rows
 
     return collate_rows(features, pad_token_id, pad_to_multiple_of)
+
+
+# ---------------------------------------------------------------------------- the family's hooks
+# (bertkit.tasks.hooks: what fine-tuning, evaluation, `predict` and their reports ask of a family)
+
+WORD_PATTERN = re.compile(r"\w+(?:[-.&]\w+)*|'s\b|’s\b|[^\w\s]")
+
+
+def spec_from_config(config) -> dict[str, Any]:
+    return {"scheme": "IOB2"}  # a tagger fine-tuned elsewhere: HF's token classification examples use IOB2
+
+
+def metrics(spec, data, outputs, id2label) -> dict[str, float]:
+    from bertkit.tasks.programs import tagging_metrics
+
+    return tagging_metrics(data, outputs, id2label)
+
+
+def evaluation_label_map(spec, config, examples: list, origin: str) -> dict[str, int] | None:
+    from bertkit.tasks.hooks import missing_label_names
+
+    if spec.regression:
+        return None
+    if not config.has_label_names:
+        raise missing_label_names(origin)
+    check_label_map(config.label2id, examples, spec.scheme or "IOB2", origin)
+    return dict(config.label2id)
+
+
+def describe(spec) -> str:
+    return f"tagging ({spec.scheme})"
+
+
+def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """Words of raw text and their (start, end) character spans: whitespace and punctuation
+    split; hyphens, periods and ampersands inside a word keep it whole ("U.S", "1996-08-30");
+    "'s" is its own word, as in CoNLL."""
+    matches = list(WORD_PATTERN.finditer(text))
+    return [m.group() for m in matches], [m.span() for m in matches]
+
+
+def _join_words(words: list[str]) -> tuple[list[str], list[tuple[int, int]], str]:
+    spans, position = [], 0
+    for word in words:
+        spans.append((position, position + len(word)))
+        position += len(word) + 1
+    return words, spans, " ".join(words)
+
+
+def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, progress: bool) -> list[dict[str, Any]]:
+    """"raw text" or a list of words -> entities with character spans and scores, the
+    words and their tags (in the scheme the model was trained on)."""
+    from bertkit.evaluation.seqeval import get_entities
+    from bertkit.tasks.hooks import INPUT_SOURCE
+    from bertkit.tasks.programs import softmax
+
+    spec = loaded.spec
+    texts, words, spans = [], [], []
+    for i, item in enumerate(batch):
+        if isinstance(item, str):
+            text = item
+            item_words, item_spans = split_words(text)
+        elif isinstance(item, (list, tuple)) and all(isinstance(w, str) and w and not w.isspace() for w in item):
+            item_words, item_spans, text = _join_words(list(item))
+        else:
+            raise BertkitError(f"{INPUT_SOURCE}:{i + 1}: expected a text or a list of non-empty words, "
+                               f"got {item!r:.80}")
+        texts.append(text)
+        words.append(item_words)
+        spans.append(item_spans)
+    results: list[dict[str, Any]] = [{"entities": [], "words": w, "tags": []} for w in words]
+    present = [i for i, w in enumerate(words) if w]
+    if not present:
+        return results
+    examples = [TaggingExample(words[i], None, INPUT_SOURCE, i + 1) for i in present]
+    scheme = spec.scheme or "IOB2"
+    features = encode(examples, loaded.tokenizer, max_seq_length, None, scheme=scheme)
+    outputs = loaded.outputs(features, batch_size, progress)  # (T_i, K) each
+    tags = predictions_to_tags(examples, features, [o.argmax(-1) for o in outputs], loaded.id2label, scheme)
+    word_scores = [np.zeros(len(ex.words)) for ex in examples]
+    for feature, logits in zip(features, outputs):
+        word_ids = np.asarray(feature["word_ids"])
+        probs = softmax(logits)  # (T, K)
+        firsts = _first_subtokens(word_ids)
+        word_scores[int(feature["example_index"])][word_ids[firsts]] = probs[firsts].max(-1)
+    for k, i in enumerate(present):
+        entities = []
+        for entity in get_entities(tags[k]):
+            start, end = spans[i][entity.start][0], spans[i][entity.end - 1][1]
+            entities.append({"type": entity.type, "text": texts[i][start:end], "start": start, "end": end,
+                             "score": float(word_scores[k][entity.start : entity.end].mean())})
+        results[i] = {"entities": entities, "words": words[i], "tags": tags[k]}
+    return results
+
+
+def input_from_record(record: dict[str, Any], spec, path: str, line_no: int, text_field: str, pair_field: str) -> Any:
+    from bertkit.tasks import hooks
+    from bertkit.tasks.records import as_text
+
+    if "words" in record and isinstance(record["words"], list):
+        return tuple(as_text(w, path, line_no, "words") for w in record["words"])
+    return hooks.input_from_record(record, spec, path, line_no, text_field, pair_field)
+
+
+def echo(item: Any) -> dict[str, Any]:
+    return {"text": " ".join(item)} if isinstance(item, tuple) else {"text": item}  # a tuple: pre-split words

@@ -1,38 +1,17 @@
-"""Masked-token prediction with a checkpoint that has an MLM head (BERT, RoBERTa, ALBERT,
-or an ELECTRA generator): the masked-LM class comes from the family registry
-(bertkit.model.families, by config.json's `model_type`)."""
+"""`fill_mask`: masked-token prediction with a checkpoint that has an MLM head (BERT,
+RoBERTa, ALBERT, or an ELECTRA generator); bertkit.inference.loading.load_masked_lm
+finds the family's masked-LM class in the registry (bertkit.model.families)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
 from bertkit.errors import BertkitError
-
-
-def load_mlm_model(directory: str | os.PathLike):
-    """The family's masked-LM model from `directory` (BertForPreTraining, RobertaForMaskedLM,
-    AlbertForMaskedLM, ElectraForMaskedLM); a one-line error when the MLM head is absent."""
-    from bertkit.model.families import family_of
-
-    mlm = family_of(directory).masked_lm(directory)
-    model = mlm.model_class().from_pretrained(directory)
-    if any(key.startswith(mlm.head_prefixes) for key in model.loading_info["missing_keys"]):
-        heads = ", ".join(f"{prefix}*" for prefix in mlm.head_prefixes)
-        raise BertkitError(f"{directory}: checkpoint has no MLM head ({heads} weights missing); fill-mask needs "
-                           f"{mlm.checkpoints}{_generator_hint(directory)}")
-    return model
-
-
-def _generator_hint(directory: str | os.PathLike) -> str:
-    """An ELECTRA pre-training run keeps its generator (which has the MLM head) in generator/."""
-    from bertkit.objectives.electra import GENERATOR_DIR
-
-    generator = Path(directory) / GENERATOR_DIR
-    return f" (this run's generator: {generator})" if (generator / "config.json").is_file() else ""
+from bertkit.inference.loading import LoadedModel, load_masked_lm, max_tokens
+from bertkit.model.families import model_inputs
 
 
 def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
@@ -41,21 +20,20 @@ def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
 
     `texts` is one text — then the result is one list per mask position (left to right)
     — or a list of texts, then one such result per text, in order (run `batch_size` at a
-    time). `model` is a checkpoint directory (model and tokenizer are loaded from it) or a
-    masked-LM model object (then `tokenizer` is required). Each prediction is a
+    time). `model` is a checkpoint directory (model and tokenizer are loaded from it), a
+    `LoadedModel` (bertkit.inference.loading.load_masked_lm) or a masked-LM model object
+    (then `tokenizer` is required). Each prediction is a
     `{"token", "token_str", "token_id", "score", "sequence"}` dict, best first: `token` is
     the vocabulary entry ("Ġcity" in byte-level BPE, "##ly" in WordPiece), `token_str` its
     text, `sequence` the text with that mask filled in as the tokenizer's decoder writes
     the token after its left neighbour (`filled_text`); other masks are left as they are.
     """
-    from bertkit.tokenization import Tokenizer
-
     single = isinstance(texts, str)
     batch = [texts] if single else list(texts)
     if isinstance(model, (str, os.PathLike)):
-        directory = model
-        model = load_mlm_model(directory)
-        tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
+        model = load_masked_lm(model, tokenizer=tokenizer)
+    if isinstance(model, LoadedModel):
+        model, tokenizer = model.model, model.tokenizer
     elif tokenizer is None:
         raise BertkitError("tokenizer: required when `model` is a model object rather than a directory")
     if top_k < 1:
@@ -83,7 +61,7 @@ def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
 
 def _predict_chunk(texts: list[str], offset: int, single: bool, model, tokenizer, top_k: int) -> list[list[list[dict]]]:
     """Predictions for each text of one padded batch (`offset` = index of its first text)."""
-    encoded = tokenizer(texts, truncation=True, max_length=_max_tokens(model), padding=True, return_tensors="pt")
+    encoded = tokenizer(texts, truncation=True, max_length=max_tokens(model), padding=True, return_tensors="pt")
     input_ids = encoded["input_ids"]  # (B, T)
     is_mask = input_ids == tokenizer.mask_token_id
     for row, text in enumerate(texts):
@@ -92,7 +70,7 @@ def _predict_chunk(texts: list[str], offset: int, single: bool, model, tokenizer
             raise BertkitError(f"{where} has no {tokenizer.mask_token} token within the first "
                                f"{int(encoded['attention_mask'][row].sum())} tokens")
     with torch.inference_mode():
-        out = model(input_ids, encoded["token_type_ids"], encoded["attention_mask"])
+        out = model(**model_inputs(model, encoded))
         # (B, T, V); BERT's and ALBERT's pre-training models name it prediction_logits
         logits = out.prediction_logits if hasattr(out, "prediction_logits") else out.logits
         probs = logits[is_mask].float().softmax(-1)  # (masks in the batch, V), row-major
@@ -158,12 +136,3 @@ def filled_text(text: str, mask_token: str, mask_index: int, word: str) -> str:
     else:
         before = before.rstrip()
     return before + word + after
-
-
-def _max_tokens(model) -> int:
-    """Tokens the model's position table holds: max_position_embeddings, less RoBERTa's
-    offset (its positions start at padding_idx + 1: 512 tokens for 514 positions)."""
-    limit = model.config.max_position_embeddings
-    embeddings = getattr(getattr(model, "bert", model), "embeddings", None)  # every family's encoder is at `bert`
-    padding_idx = getattr(embeddings, "padding_idx", None)
-    return limit - (padding_idx + 1) if padding_idx is not None else limit

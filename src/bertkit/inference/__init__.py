@@ -1,0 +1,41 @@
+"""Inference: a checkpoint loaded once answers predict, embed, fill-mask and evaluate.
+
+  loading.py           LoadedModel and its loaders (fine-tuned model, bare encoder, masked LM)
+  prediction.py        Predictor / predict: labels, entities, choices, answer spans
+  evaluation.py        evaluate: a fine-tuned model's official metrics on a labelled file
+  embedding.py         embed: contextual vectors (layer choice, pooling, sentence-transformers)
+  masked_lm.py         fill_mask: top-k tokens for each mask
+  sentence_modules.py  a sentence-transformers folder's modules.json, as embed settings
+  outputs.py           InferenceOutputs: logits per feature, generated sequences (None for encoders)
+
+The CLI commands (bertkit.commands) and the public API (`bertkit.predict`, `bertkit.embed`,
+...) both come here. This package sits beside training and imports nothing from it
+(tests/inference/test_layering.py). Names are imported lazily: `import bertkit.inference`
+does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "LoadedModel": "bertkit.inference.loading",
+    "load_finetuned": "bertkit.inference.loading",
+    "load_encoder": "bertkit.inference.loading",
+    "load_masked_lm": "bertkit.inference.loading",
+    "InferenceOutputs": "bertkit.inference.outputs",
+    "Predictor": "bertkit.inference.prediction",
+    "predict": "bertkit.inference.prediction",
+    "evaluate": "bertkit.inference.evaluation",
+    "embed": "bertkit.inference.embedding",
+    "fill_mask": "bertkit.inference.masked_lm",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bertkit.inference' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,196 @@
+"""A checkpoint loaded once for inference: `LoadedModel`, and one loader per use.
+
+Every loader reads the family from config.json's `model_type` through the registry
+(bertkit.model.families) and returns a `LoadedModel`: the model, its tokenizer and what
+was saved with it. `predict`, `evaluate`, `embed` and `fill_mask` take a directory or a
+`LoadedModel`, so a caller answering many requests (a server) loads once.
+
+- `load_finetuned`: a fine-tuned model — bertkit's `best/` (its `bertkit_task.json`,
+  the `TaskSpec`, says how it was trained), a Hugging Face `BertFor...` checkpoint (the
+  task family from config.json's `architectures`) or a feature-based tagger from
+  `bertkit finetune ner --features` (feature_tagger.json names the frozen encoder,
+  bertkit.tasks.feature_tagger). It carries the task head, the label names (config
+  id2label), the task settings and the task family's program, whose classmethods read,
+  encode and score data exactly as in training.
+- `load_encoder`: the bare encoder of any checkpoint of a family (`embed`), with a
+  sentence-transformers folder's modules.json pipeline (bertkit.inference.sentence_modules).
+- `load_masked_lm`: the family's masked-LM model (`fill-mask`); a one-line error when
+  the checkpoint has no MLM head.
+
+Placement (`place`): `device=None` puts a fine-tuned model on CUDA when available and
+leaves encoders and masked-LM models on the CPU, as predict / embed / fill-mask always
+have; precision choices will go there too. Nothing here imports the training runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.inference.outputs import InferenceOutputs
+
+
+@dataclass
+class LoadedModel:
+    """A checkpoint loaded for inference.
+
+    directory: where it came from (None for a model object handed in); spec (a
+    `TaskSpec`) and program_cls: a fine-tuned model's task settings and task family
+    program; sentence_modules: a sentence-transformers folder's pipeline (embed).
+    """
+
+    directory: Path | None
+    model: Any  # nn.Module
+    tokenizer: Any
+    spec: Any = None  # TaskSpec
+    program_cls: type | None = None
+    sentence_modules: Any = None  # SentenceModules
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def id2label(self) -> dict[int, str] | None:
+        return self.config.id2label
+
+    @property
+    def backbone(self):
+        """The bare encoder: the model itself, or the encoder inside a model with heads."""
+        return backbone_of(self.model)
+
+    def collate(self, features):
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        return self.program_cls.module().collate(features, pad_id)
+
+    def run(self, features, batch_size: int, progress: bool = False) -> InferenceOutputs:
+        """The model's outputs for each encoded feature (bertkit.tasks.programs.run_features),
+        under inference mode; an encoder generates no sequences."""
+        import torch
+
+        from bertkit.tasks.programs import run_features
+
+        self.model.eval()
+        with torch.inference_mode():
+            return InferenceOutputs(run_features(self.model, features, self.collate, batch_size, progress, "predict"))
+
+    def outputs(self, features, batch_size: int, progress: bool = False) -> list[np.ndarray]:
+        """Logits of each feature (`run(...).logits`)."""
+        return self.run(features, batch_size, progress).logits
+
+
+def backbone_of(model):
+    """A model with heads -> its encoder (every family's head model exposes it as `bert`)."""
+    if hasattr(model, "bert") and not hasattr(model, "embeddings"):
+        return model.bert
+    return model
+
+
+def max_tokens(model) -> int:
+    """Tokens the model's position table holds: max_position_embeddings, less RoBERTa's
+    offset (its positions start at padding_idx + 1: 512 tokens for 514 positions)."""
+    limit = model.config.max_position_embeddings
+    padding_idx = getattr(getattr(backbone_of(model), "embeddings", None), "padding_idx", None)
+    return limit - (padding_idx + 1) if padding_idx is not None else limit
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def place(model, device: str | None):
+    """The model in eval mode on `device` (None: where it is)."""
+    import torch
+
+    if device is not None:
+        model.to(torch.device(device))
+    model.eval()
+    return model
+
+
+# ---------------------------------------------------------------------------- loaders
+
+
+def load_finetuned(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
+    """Model, tokenizer and task settings of a fine-tuned checkpoint directory."""
+    from bertkit.model.families import load_config
+    from bertkit.tasks.feature_tagger import is_feature_tagger, load_feature_tagger
+    from bertkit.tasks.programs import TaggingProgram, TaskSpec, get_program
+    from bertkit.tokenization import Tokenizer
+
+    directory = Path(directory)
+    if is_feature_tagger(directory):  # a frozen encoder + BiLSTM tagger (`finetune ner --features`)
+        model = place(load_feature_tagger(directory), device or default_device())
+        spec, program_cls = TaskSpec.load(directory, model.config), TaggingProgram
+    else:
+        config = load_config(directory)
+        spec = TaskSpec.load(directory, config)
+        program_cls = get_program(spec.family)
+        model = place(_task_model(directory, config, program_cls), device or default_device())
+    return LoadedModel(directory, model, Tokenizer.from_pretrained(directory), spec, program_cls)
+
+
+def _task_model(directory: Path, config, program_cls):
+    """The family's head model for the task; a one-line error when the head was never trained."""
+    from bertkit.model.families import family_for_config
+
+    model_cls = program_cls.model_class(config)
+    model = model_cls.from_pretrained(directory, config=config)
+    backbone_prefix = f"{family_for_config(config).backbone_attribute}."
+    head = [k for k in model.loading_info["missing_keys"] if not k.startswith(backbone_prefix)]
+    if head:
+        raise BertkitError(f"{directory}: no trained {model_cls.__name__} head ({', '.join(head)} missing); "
+                           "fine-tune it first with `bertkit finetune`")
+    return model
+
+
+def load_encoder(directory: str | os.PathLike, device: str | None = None, tokenizer=None) -> LoadedModel:
+    """The family's bare encoder (BertModel, RobertaModel, ElectraModel, AlbertModel) from any
+    checkpoint of the family, its tokenizer (`tokenizer`: one given instead) and its
+    sentence-transformers modules (if any)."""
+    from bertkit.inference.sentence_modules import read_sentence_modules
+    from bertkit.model.families import family_of
+    from bertkit.tokenization import Tokenizer
+
+    modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
+    model = place(family_of(directory).backbone_class().from_pretrained(directory), device)
+    tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
+    return LoadedModel(Path(directory), model, tokenizer, sentence_modules=modules)
+
+
+def load_mlm_model(directory: str | os.PathLike):
+    """The family's masked-LM model from `directory` (BertForPreTraining, RobertaForMaskedLM,
+    AlbertForMaskedLM, ElectraForMaskedLM); a one-line error when the MLM head is absent."""
+    from bertkit.model.families import family_of
+
+    mlm = family_of(directory).masked_lm(directory)
+    model = mlm.model_class().from_pretrained(directory)
+    if any(key.startswith(mlm.head_prefixes) for key in model.loading_info["missing_keys"]):
+        heads = ", ".join(f"{prefix}*" for prefix in mlm.head_prefixes)
+        raise BertkitError(f"{directory}: checkpoint has no MLM head ({heads} weights missing); fill-mask needs "
+                           f"{mlm.checkpoints}{_generator_hint(directory)}")
+    return model
+
+
+def _generator_hint(directory: str | os.PathLike) -> str:
+    """An ELECTRA pre-training run keeps its generator (which has the MLM head) in generator/."""
+    from bertkit.objectives.electra import GENERATOR_DIR
+
+    generator = Path(directory) / GENERATOR_DIR
+    return f" (this run's generator: {generator})" if (generator / "config.json").is_file() else ""
+
+
+def load_masked_lm(directory: str | os.PathLike, device: str | None = None, tokenizer=None) -> LoadedModel:
+    """The masked-LM model of a checkpoint and its tokenizer (`tokenizer`: one already read
+    from `directory`, e.g. to check texts before loading the weights)."""
+    from bertkit.tokenization import Tokenizer
+
+    model = place(load_mlm_model(directory), device)
+    return LoadedModel(Path(directory), model, tokenizer or Tokenizer.from_pretrained(directory))
