@@ -34,7 +34,6 @@ import dataclasses
 import json
 import math
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,16 +44,15 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import axis_label, format_metric
 from bertkit.tasks.registry import CLASSIFICATION
 from bertkit.training.config import (
+    RUN_CONFIG_FILE,
     TrainingConfig,
     apply_overrides,
     check_choice,
     parse_value,
     resolve_warmup_steps,
-    to_json,
     validate_types,
 )
 
-RUN_CONFIG_FILE = "run_config.json"
 GRID_FILE = "grid.jsonl"
 PAPER_GRID_LRS = [5e-5, 3e-5, 2e-5]
 PAPER_GRID_EPOCHS = [2, 3, 4]
@@ -396,8 +394,6 @@ def finetune(config: FinetuneConfig, *, overwrite: bool = False,
         grid = config.grid
         if len(grid) == 1:
             run = _train_once(config, prepared, output_dir, ctx, notify)
-            if ctx.is_main:
-                write_run_report(output_dir, config, prepared, run)
             return _result(output_dir, run, [run])
         return _grid_search(config, prepared, output_dir, ctx, grid, notify)
     finally:
@@ -417,9 +413,12 @@ def _result(output_dir: Path, winner: RunOutcome, runs: list[RunOutcome]) -> Fin
 
 def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path, ctx,
                 notify: Callable[[str], None] | None) -> RunOutcome:
+    """One training run (the whole fine-tuning, or a grid point) in the caller's process
+    group, its report written; the caller keeps or removes its best/ and final/."""
     import torch
 
-    from bertkit.training.loop import Trainer
+    from bertkit.training.reporting import fresh_weights_note
+    from bertkit.training.run import run_training
 
     torch.manual_seed(config.seed)  # the same fresh head on every rank and every run
     if prepared.feature_cache is not None:
@@ -432,10 +431,6 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
                                        prepared.keep_head)
         name = model_cls.__name__
     model.train()
-    if notify is not None and ctx.is_main:
-        from bertkit.training.reporting import fresh_weights_note
-
-        notify(fresh_weights_note(name, config.init_from, fresh))
     id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
                                    id2label, group_by_length=config.group_by_length,
@@ -443,14 +438,15 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
     steps_per_epoch = math.ceil(len(prepared.train.features) / config.batch_size)
     metric = program.default_metric(prepared.spec) if prepared.dev is not None else None
     training = config.training_fields(steps_per_epoch, metric)
-    trainer = Trainer(program, training, output_dir, ctx)
-    if ctx.is_main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
-    started = time.perf_counter()
-    result = trainer.train(model)
-    return RunOutcome(config.lr, config.epochs, output_dir, result, training.metric_for_best, steps_per_epoch,
-                      fresh, program.best_outputs, time.perf_counter() - started)
+
+    def outcome(run) -> RunOutcome:
+        return RunOutcome(config.lr, config.epochs, output_dir, run.result, training.metric_for_best, steps_per_epoch,
+                          fresh, program.best_outputs, run.seconds)
+
+    finished = run_training(config, program, model, training, output_dir, ctx=ctx,
+                            notes=[fresh_weights_note(name, config.init_from, fresh)], notify=notify,
+                            report=lambda run: write_run_report(output_dir, config, prepared, outcome(run)))
+    return outcome(finished)
 
 
 def _grid_search(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path, ctx, grid,
@@ -467,9 +463,8 @@ def _grid_search(config: FinetuneConfig, prepared: PreparedTask, output_dir: Pat
             notify(f"grid run {len(runs) + 1}/{len(grid)}: lr {lr:g}, {epochs} epochs")
         run = _train_once(run_config, prepared, Path(run_config.output_dir), ctx, notify)
         runs.append(run)
-        if ctx.is_main:
-            write_run_report(run.output_dir, run_config, prepared, run)
-            shutil.rmtree(run.output_dir / "final", ignore_errors=True)  # the winner's best/ is what is kept
+        if ctx.is_main:  # the run's report is written; the winner's best/ is what is kept
+            shutil.rmtree(run.output_dir / "final", ignore_errors=True)
         greater = training_greater(run_config, run.metric)
         if run.result.best_metric is not None and (
             leader is None or leader.result.best_metric is None

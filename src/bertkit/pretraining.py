@@ -10,24 +10,16 @@ configuration with the command line's allowed changes (bertkit.training.resume).
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.training.config import (
-    EVAL_SEED,
-    TrainingConfig,
-    apply_overrides,
-    check_choice,
-    to_json,
-)
+from bertkit.training.config import EVAL_SEED, RUN_CONFIG_FILE, TrainingConfig, apply_overrides, check_choice
 from bertkit.training.reporting import fresh_weights_note
-from bertkit.training.resume import RUN_CONFIG_FILE, Notify, Resumption, absolute_paths
+from bertkit.training.resume import Notify, Resumption, absolute_paths
 
 MASKING_STRATEGIES = ("token", "whole_word", "span")
 PATH_FIELDS = ("data", "output_dir", "init_from")  # stored absolute in run_config.json
@@ -146,10 +138,8 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
     from bertkit.data.masking import MaskingConfig
     from bertkit.objectives import get_objective
     from bertkit.objectives.base import preset_config
-    from bertkit.training.distributed import setup, teardown
-    from bertkit.training.loop import Trainer
+    from bertkit.training.run import run_training
 
-    output_dir = Path(config.output_dir)
     checkpoint = resumption.checkpoint if resumption is not None else None
     objective_cls = get_objective(config.objective)
     options = objective_cls.run_options(config)  # objective-specific fields (ELECTRA's generator_size, ...)
@@ -158,49 +148,36 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
     eval_data = _open_eval(config.data)
     info = train.info
 
-    ctx = setup()
-    try:
-        torch.manual_seed(config.seed)  # the same initial weights on every rank
-        source = checkpoint or (Path(config.init_from) if config.init_from else None)
-        fresh: list[str] = []
-        if source is not None:
-            model = objective_cls.load_model(source)
-            if model.config.vocab_size != info.vocab_size:
-                raise BertkitError(
-                    f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
-                    f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
-                )
-            if model.config.max_position_embeddings < info.max_seq_length:
-                raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
-                                   f"max_position_embeddings {model.config.max_position_embeddings}")
-            fresh = fresh_keys(model)
-        else:
-            model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
-                                         config_class=objective_cls.config_class)
-            model = objective_cls.build_model(model_config, **options)
-        masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
-                                max_predictions_per_seq=config.max_predictions_per_seq)
-        objective = objective_cls(model, train, eval_data, masking, config.seed, eval_seed=config.eval_seed, **options)
-        trainer = Trainer(objective, config.training_fields(), output_dir, ctx)
-        if ctx.is_main:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
-            if notify is not None:  # after every check, so an error stays one line
-                notes = resumption.notes() if resumption is not None else []
-                if checkpoint is None and config.init_from:
-                    notes.append(fresh_weights_note(type(model).__name__, config.init_from, fresh))
-                for line in notes:
-                    notify(line)
-            if on_start is not None:
-                on_start(config)
-        started = time.perf_counter()
-        result = trainer.train(model, resume_from=checkpoint)
-        if ctx.is_main:
-            write_run_report(config, objective, model, train, result, time.perf_counter() - started, trainer,
-                             fresh=fresh, resumption=resumption)
-        return result
-    finally:
-        teardown()
+    torch.manual_seed(config.seed)  # the same initial weights on every rank
+    source = checkpoint or (Path(config.init_from) if config.init_from else None)
+    fresh: list[str] = []
+    if source is not None:
+        model = objective_cls.load_model(source)
+        if model.config.vocab_size != info.vocab_size:
+            raise BertkitError(
+                f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
+                f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
+            )
+        if model.config.max_position_embeddings < info.max_seq_length:
+            raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
+                               f"max_position_embeddings {model.config.max_position_embeddings}")
+        fresh = fresh_keys(model)
+    else:
+        model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
+                                     config_class=objective_cls.config_class)
+        model = objective_cls.build_model(model_config, **options)
+    masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
+                            max_predictions_per_seq=config.max_predictions_per_seq)
+    objective = objective_cls(model, train, eval_data, masking, config.seed, eval_seed=config.eval_seed, **options)
+    notes = []
+    if checkpoint is None and config.init_from:
+        notes.append(fresh_weights_note(type(model).__name__, config.init_from, fresh))
+    return run_training(
+        config, objective, model, config.training_fields(), config.output_dir, resumption=resumption, notes=notes,
+        notify=notify, on_start=on_start,
+        report=lambda run: write_run_report(config, objective, model, train, run.result, run.seconds, run.trainer,
+                                            fresh=fresh, resumption=resumption),
+    ).result
 
 
 def fresh_keys(model) -> list[str]:

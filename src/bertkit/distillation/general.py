@@ -5,14 +5,13 @@ docstring)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from bertkit.atomic import atomic_path, write_text_atomic
+from bertkit.atomic import atomic_path
 from bertkit.distillation.config import GENERAL_PATH_FIELDS, DistillConfig, build_config
 from bertkit.distillation.losses import attention_mse, cosine_loss, hidden_mse, soft_target_loss
 from bertkit.distillation.student import (
@@ -28,8 +27,8 @@ from bertkit.distillation.teacher_cache import TeacherCache, general_cache_key
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.families import model_inputs
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
-from bertkit.training.config import to_json
-from bertkit.training.resume import RUN_CONFIG_FILE, absolute_paths
+from bertkit.training.config import RUN_CONFIG_FILE
+from bertkit.training.resume import absolute_paths
 
 PROJECTION_FILE = "distill_projection.safetensors"
 
@@ -344,29 +343,14 @@ def resume_general_distillation(output_dir: str | Path, values: dict[str, Any] |
 
 
 def _run_general(config: DistillConfig, resumption, on_start, notify=None):
-    from bertkit.training.distributed import setup, teardown
-    from bertkit.training.loop import Trainer
+    from bertkit.training.run import run_training
 
-    output_dir = Path(config.output_dir)
-    checkpoint = resumption.checkpoint if resumption is not None else None
-    program, model, fresh = prepare_general(config, checkpoint)
-    ctx = setup()
-    try:
-        trainer = Trainer(program, config.training_fields(), output_dir, ctx)
-        if ctx.is_main:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
-            for line in resumption.notes() if resumption is not None and notify is not None else []:
-                notify(line)  # after every check, so an error stays one line
-            if on_start is not None:
-                on_start(config)
-        started = time.perf_counter()
-        result = trainer.train(model, resume_from=checkpoint)
-        if ctx.is_main:
-            _write_general_report(config, program, model, fresh, result, time.perf_counter() - started, resumption)
-        return result
-    finally:
-        teardown()
+    program, model, fresh = prepare_general(config, resumption.checkpoint if resumption is not None else None)
+    return run_training(
+        config, program, model, config.training_fields(), config.output_dir, resumption=resumption, notify=notify,
+        on_start=on_start,
+        report=lambda run: _write_general_report(config, program, model, fresh, run.result, run.seconds, resumption),
+    ).result
 
 
 def _write_general_report(config: DistillConfig, program, model, fresh, result, seconds: float,

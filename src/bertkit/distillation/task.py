@@ -6,7 +6,6 @@ metrics, dev evaluation, best/ and the saved layout are the fine-tuning task lay
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.atomic import write_text_atomic
 from bertkit.distillation.config import TaskDistillConfig
 from bertkit.distillation.losses import soft_target_loss
 from bertkit.distillation.student import (
@@ -35,8 +33,7 @@ from bertkit.tasks.programs import (
     TaggingProgram,
     run_features,
 )
-from bertkit.training.config import to_json
-from bertkit.training.resume import RUN_CONFIG_FILE
+from bertkit.training.config import RUN_CONFIG_FILE
 
 
 class _Recorder:
@@ -227,8 +224,7 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
     the student trains on the task's training data with the teacher's logits; best/ is
     chosen by the dev metric."""
     from bertkit.finetuning import task_model_config, write_dev_predictions
-    from bertkit.training.distributed import setup, teardown
-    from bertkit.training.loop import Trainer
+    from bertkit.training.run import run_training
 
     output_dir = Path(config.output_dir)
     found = [n for n in ("best", "final", "metrics.jsonl", "report.md") if (output_dir / n).exists()]
@@ -273,31 +269,23 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
         scorer = prepared.program_cls(teacher, prepared.tokenizer, prepared.spec, [], prepared.dev, id2label,
                                       progress=False)
         teacher_metrics = scorer.metrics(prepared.dev, outputs)
-    if notify is not None:
-        notify(f"student {s_config.num_hidden_layers} layers from teacher layers "
-               f"{student_layer_sources(teacher.config.num_hidden_layers, s_config.num_hidden_layers)}"
-               + (f"; initialised fresh: {', '.join(fresh)}" if fresh else "; every weight copied"))
     program = program_cls(student, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev, id2label,
                           group_by_length=config.group_by_length, eval_batch_size=config.eval_batch_size,
                           progress=config.progress, teacher_logits=logits, config=config)
     steps_per_epoch = math.ceil(len(prepared.train.features) / config.batch_size)
     metric = program.default_metric(prepared.spec) if prepared.dev is not None else None
-    ctx = setup()
-    try:
-        trainer = Trainer(program, config.training_fields(steps_per_epoch, metric), output_dir, ctx)
-        if ctx.is_main:
-            output_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(output_dir / RUN_CONFIG_FILE, to_json(config))
-        started = time.perf_counter()
-        result = trainer.train(student)
-        seconds = time.perf_counter() - started
-    finally:
-        teardown()
-    best_dir = output_dir / "best" if result.best_dir is not None else None
-    if ctx.is_main:
+    note = (f"student {s_config.num_hidden_layers} layers from teacher layers "
+            f"{student_layer_sources(teacher.config.num_hidden_layers, s_config.num_hidden_layers)}"
+            + (f"; initialised fresh: {', '.join(fresh)}" if fresh else "; every weight copied"))
+
+    def report(run) -> None:
         write_dev_predictions(prepared, program.best_outputs, output_dir)
-        _write_task_report(config, prepared, program, teacher, student, fresh, result, metric, teacher_metrics,
-                           seconds)
+        _write_task_report(config, prepared, program, teacher, student, fresh, run.result, metric, teacher_metrics,
+                           run.seconds)
+
+    result = run_training(config, program, student, config.training_fields(steps_per_epoch, metric), output_dir,
+                          notes=[note], notify=notify, report=report).result
+    best_dir = output_dir / "best" if result.best_dir is not None else None
     return TaskDistillResult(output_dir, best_dir, metric, result.best_metric, result.best_step, teacher_metrics,
                              student.num_parameters(), teacher.num_parameters())
 

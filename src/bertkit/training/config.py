@@ -28,6 +28,7 @@ DEFAULT_WARMUP_RATIO = 0.01
 # Held-out masks (and an objective's other evaluation draws) come from this seed, not the run's `seed`, so
 # runs of different seeds, objectives or ablation arms score the same tokens; any constant would do
 EVAL_SEED = 1234
+RUN_CONFIG_FILE = "run_config.json"  # a run folder's configuration as trained (`--resume` reads it back)
 
 
 @dataclass
@@ -237,6 +238,26 @@ def read_yaml_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: expected a mapping of field: value")
     return values
+
+
+def write_run_config(output_dir: Path, config) -> None:
+    """`config` as the run folder's RUN_CONFIG_FILE (atomically)."""
+    from bertkit.atomic import write_text_atomic
+
+    write_text_atomic(Path(output_dir) / RUN_CONFIG_FILE, to_json(config))
+
+
+def read_run_config(output_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """A run folder's saved configuration: (its path, its values), older runs' values
+    brought up to date (`with_legacy_eval_seed`); one line naming the file when it cannot be read."""
+    path = Path(output_dir) / RUN_CONFIG_FILE
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
+    if not isinstance(values, dict):
+        raise BertkitError(f"{path}: expected a mapping of field: value")
+    return path, with_legacy_eval_seed(values)
 
 
 def with_legacy_eval_seed(values: dict[str, Any]) -> dict[str, Any]:

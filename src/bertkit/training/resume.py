@@ -16,7 +16,6 @@ and what the command line may change in it. Pre-training and general distillatio
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +23,8 @@ from typing import Any
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import checkpoints as ckpt
-from bertkit.training.config import with_legacy_eval_seed
+from bertkit.training.config import read_run_config
 
-RUN_CONFIG_FILE = "run_config.json"
 # the learning-rate schedule: the loop re-derives the step's lr from these on resume
 SCHEDULE_FIELDS = ("max_steps", "lr", "warmup_steps", "warmup_ratio")
 # what only decides logging, evaluation and saving, never a weight
@@ -78,17 +76,6 @@ def absolute_paths(config, names: tuple[str, ...]):
 
 def _absolute_values(values: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     return {k: absolute(v) if k in names and isinstance(v, str) and v else v for k, v in values.items()}
-
-
-def read_run_config(output_dir: Path) -> tuple[Path, dict[str, Any]]:
-    path = output_dir / RUN_CONFIG_FILE
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
-    if not isinstance(values, dict):
-        raise BertkitError(f"{path}: expected a mapping of field: value")
-    return path, with_legacy_eval_seed(values)
 
 
 def newest_readable_checkpoint(output_dir: Path) -> tuple[Path, int, list[str]]:
