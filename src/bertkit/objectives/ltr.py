@@ -92,7 +92,7 @@ class LtrObjective(PretrainingObjective):
     model_class = BertLMHeadModel
     needs_dynamic_masking = "reads unmasked text"
 
-    def masked_example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
+    def example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
         """No masking: the text as it is and its next-token labels (the same every epoch)."""
         example = dict(data[index])
         example["labels"] = next_token_labels(example["input_ids"])

@@ -81,7 +81,7 @@ from torch import nn
 from bertkit.atomic import atomic_path, write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.finetuning import FinetuneConfig
-from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.model.bert import IGNORE_INDEX
 from bertkit.tasks.programs import (
     ClassificationProgram,
@@ -445,7 +445,7 @@ class TeacherCache:
             save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
 
 
-class GeneralDistillation(PretrainingObjective):
+class GeneralDistillation(MaskedLMObjective):
     """DistilBERT / TinyBERT distillation on a built pre-training data directory."""
 
     name = "distill"
