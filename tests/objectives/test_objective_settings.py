@@ -34,6 +34,7 @@ def electra(values=None, overrides=None) -> PretrainConfig:
     ({"generator_size": 0.5}, {}),  # --generator-size, and old run_config.json files
     ({"objective_settings": {"generator_size": 0.5}}, {}),  # YAML / run_config.json
     ({"objective_settings": {"generator_size": 0.1}}, {"objective.generator_size": "0.5"}),  # --set wins
+    ({"objective_settings": {"generator_size": 0.1}, "generator_size": 0.5}, {}),  # a flag over YAML / saved
 ])
 def test_every_route_reaches_the_setting(values, overrides):
     assert electra(values, overrides).objective_settings == {"generator_size": 0.5, "disc_weight": 50.0}
@@ -115,3 +116,7 @@ def test_a_run_saved_with_flat_settings_resumes(data_dirs, tmp_path, capsys):
     assert json.loads(path.read_text())["objective_settings"] == {"generator_size": 0.5, "disc_weight": 50.0}
     generator = json.loads((run / "final" / "generator" / "config.json").read_text())
     assert generator["hidden_size"] == 16  # half the discriminator's 32
+    capsys.readouterr()
+    assert main(["pretrain", "--output-dir", str(run), "--resume", "--generator-size", "0.25"]) != 0
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "objective_settings.generator_size 0.25 (saved 0.5)" in err

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from bertkit.config import BertConfig
+from bertkit.data.dataset import PretrainingDataset
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.heads import BertOnlyMLMHead
 from bertkit.model.outputs import ModelOutput

@@ -80,9 +80,9 @@ def resolve_run_settings(values: dict[str, Any], overrides: dict[str, str], obje
     """Split a run's `values` (YAML, flags, a saved run_config.json) and `--set` `overrides`
     into (other values, other overrides, the objective's settings as a mapping).
 
-    Settings come, later winning, from flat names in `values` (the flags, and run_config.json
-    files written before settings were nested), `values["objective_settings"]`, flat `--set`
-    names and `--set objective.FIELD`. A flat name of another objective's setting is dropped
+    Settings come, later winning, from `values["objective_settings"]` (YAML, run_config.json),
+    flat names in `values` (the flags, and run_config.json files written before settings were
+    nested), flat `--set` names and `--set objective.FIELD`. A flat name of another objective's setting is dropped
     when it holds that setting's default (old run_config.json files hold every objective's),
     and otherwise refused in one line naming the field. `run_fields`: the run config's own
     field names, never taken for settings."""
@@ -96,7 +96,7 @@ def resolve_run_settings(values: dict[str, Any], overrides: dict[str, str], obje
         raise ConfigError(f"{source}: field 'objective_settings' expects a mapping of setting: value, got {nested!r}")
     nested_overrides = {k.removeprefix("objective."): v for k, v in overrides.items() if k.startswith("objective.")}
     plain = {k: v for k, v in overrides.items() if not k.startswith("objective.")}
-    settings = settings_class().updated({**_own(values, owners, objective), **nested}, objective, source)
+    settings = settings_class().updated({**nested, **_own(values, owners, objective)}, objective, source)
     settings = settings.updated({**_own(plain, owners, objective), **nested_overrides}, objective, "--set")
     return values, plain, settings.to_dict()
 
