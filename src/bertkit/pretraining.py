@@ -42,31 +42,17 @@ class PretrainConfig(TrainingConfig):
     max_predictions_per_seq: int | None = None
     eval_seed: int = EVAL_SEED  # the held-out masks' seed, independent of `seed`
     model: dict = field(default_factory=dict)
-    generator_size: float = 0.25  # electra: the generator's hidden size as a fraction of the discriminator's
-    disc_weight: float = 50.0  # electra: lambda, the weight of the discriminator's loss
-    embedding_size: int | None = None  # albert: E, the factorized embedding width (None: 128, ALBERT's)
-    share_layers: str | None = None  # albert: all | none | attention | ffn (None: all)
+    # the objective's own settings (its `settings_class`, e.g. ELECTRA's generator_size), every
+    # field filled in; `--set objective.FIELD=V` (or the flat `--set FIELD=V`) on the command line
+    objective_settings: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("masking", self.masking, MASKING_STRATEGIES)
-        if not 0.0 < self.generator_size <= 1.0:
-            raise ConfigError(f"field 'generator_size' must be in (0, 1] (a fraction of the discriminator's hidden "
-                              f"size; a generator larger than the discriminator is not allowed), got {self.generator_size}")
-        if not self.disc_weight > 0.0:
-            raise ConfigError(f"field 'disc_weight' must be positive, got {self.disc_weight}")
-        for name in ("embedding_size", "share_layers"):  # ALBERT's fields: an error elsewhere, not ignored
-            if getattr(self, name) is not None and self.objective != "albert":
-                raise ConfigError(f"field {name!r} applies to objective 'albert' only, not {self.objective!r}")
-        if self.share_layers is not None:
-            from bertkit.model.albert import SHARING_MODES
-
-            check_choice("share_layers", self.share_layers, SHARING_MODES)
-        if self.embedding_size is not None and self.embedding_size <= 0:
-            raise ConfigError(f"field 'embedding_size' must be positive, got {self.embedding_size}")
         from bertkit.objectives import get_objective
 
-        get_objective(self.objective)
+        settings = get_objective(self.objective).settings_class()
+        self.objective_settings = settings.updated(self.objective_settings, self.objective).to_dict()
 
     def training_fields(self) -> TrainingConfig:
         names = {f.name for f in dataclasses.fields(TrainingConfig)}
@@ -74,14 +60,20 @@ class PretrainConfig(TrainingConfig):
 
 
 def build_config(values: dict[str, Any], overrides: dict[str, str], source: str = "config") -> PretrainConfig:
-    """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`.
+    """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`,
+    `objective.X` keys (and the objective's settings by their flat names) to `objective_settings`.
 
     `source` names where `values` came from in error messages (e.g. the YAML file)."""
+    from bertkit.objectives.settings import resolve_run_settings
+
     model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
     plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
-    values = with_objective_defaults(values, plain.get("objective", values.get("objective", PretrainConfig.objective)))
+    objective = plain.get("objective", values.get("objective", PretrainConfig.objective))
+    values = with_objective_defaults(values, objective)
+    run_fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+    values, plain, settings = resolve_run_settings(values, plain, objective, source, run_fields)
     base = apply_overrides(PretrainConfig(data="?", output_dir="?"), values, source=source)
-    config = apply_overrides(base, plain)
+    config = apply_overrides(base, {**plain, "objective_settings": settings})
     if model_overrides:
         from bertkit.training.config import parse_value
 

@@ -7,10 +7,6 @@ import sys
 
 from bertkit.errors import BertkitError
 
-FORMAT_HELP = (
-    "nsp: BERT sentence pairs with IsNext/NotNext (default); packed: RoBERTa full sentences, "
-    "one segment; sop: ALBERT sentence order"
-)
 
 
 def add_parser(subparsers) -> None:
@@ -34,7 +30,10 @@ def _add_build(commands) -> None:
     p.add_argument("--output", "-o", required=True, metavar="DIR", help="data directory to write")
     p.add_argument("--max-seq-length", type=int, default=128, metavar="N",
                    help="tokens per instance including [CLS]/[SEP] (default: 128)")
-    p.add_argument("--format", choices=("nsp", "packed", "sop"), default="nsp", help=FORMAT_HELP)
+    from bertkit.data.formats import FORMATS, get_format
+
+    p.add_argument("--format", choices=list(FORMATS), default="nsp",
+                   help="; ".join(f"{name}: {get_format(name).help}" for name in FORMATS))
     p.add_argument("--masking", choices=("dynamic", "static"), default="dynamic",
                    help="dynamic: a new mask every epoch at training time (default); static: mask now and store "
                    "the labels, --dupe-factor copies (original BERT)")

@@ -1,7 +1,10 @@
 """`bertkit pretrain`: pre-train (or continue pre-training) a BERT on a built data directory.
 
 Configuration: defaults, then `--config run.yaml`, then the flags, then `--set key=value`
-(any field of bertkit.pretraining.PretrainConfig; `model.X` for BertConfig fields).
+(any field of bertkit.pretraining.PretrainConfig; `model.X` for BertConfig fields,
+`objective.X` for the objective's settings). Each objective setting also has a flag
+(`--generator-size`, ...), made from the objectives' settings classes when `pretrain` is
+the command parsed (importing the objectives loads torch, which other commands never pay).
 Runs as one process, or under `torchrun` with one process per device.
 """
 
@@ -23,12 +26,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
     p.add_argument("--preset", choices=list(PRESETS), help="model size for a fresh model (default: mini)")
     p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
-    p.add_argument("--generator-size", type=float, metavar="F",
-                   help="electra: generator hidden size as a fraction of the discriminator's, in (0, 1] (default: 0.25)")
-    p.add_argument("--embedding-size", type=int, metavar="E",
-                   help="albert: factorized embedding width E (V x E, then E x H; default: 128)")
-    p.add_argument("--share-layers", choices=["all", "none", "attention", "ffn"],
-                   help="albert: cross-layer parameter sharing (default: all)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest readable checkpoint; other flags must "
@@ -36,6 +33,39 @@ def add_parser(subparsers) -> None:
                    "of the same tokenizer")
     p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds checkpoints")
     p.set_defaults(func=run)
+    p.__class__ = _PretrainParser  # the objectives' setting flags, added when `pretrain` is parsed
+
+
+class _PretrainParser(argparse.ArgumentParser):
+    """The `pretrain` parser: before its arguments are parsed (or its help is shown), it adds
+    one flag per objective setting, from the registry's settings classes."""
+
+    setting_flags: tuple[str, ...] = ()
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._add_setting_flags()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._add_setting_flags()
+        return super().format_help()
+
+    def _add_setting_flags(self) -> None:
+        if self.setting_flags:
+            return
+        from bertkit.objectives import OBJECTIVES, get_objective
+        from bertkit.objectives.settings import flag_specs
+
+        group = self.add_argument_group("objective settings (also --set objective.NAME=VALUE)")
+        names: list[str] = []
+        for objective in OBJECTIVES:
+            for name, kwargs in flag_specs(get_objective(objective).settings_class):
+                if name not in names:
+                    metavar = {} if "choices" in kwargs else {"metavar": name.split("_")[-1].upper()}
+                    group.add_argument(f"--{name.replace('_', '-')}", dest=name, **metavar, **kwargs)
+                    names.append(name)
+        self.setting_flags = tuple(names)
+        self.set_defaults(setting_flags=self.setting_flags)  # run() reads them off the namespace
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments, read_yaml_config
 
     values = read_yaml_config(args.config) if args.config else {}
-    for name in ("data", "output_dir", "objective", "preset", "init_from", "generator_size", "embedding_size",
-                 "share_layers"):
+    for name in ("data", "output_dir", "objective", "preset", "init_from", *getattr(args, "setting_flags", ())):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     overrides = parse_set_arguments(args.set)

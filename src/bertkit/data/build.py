@@ -5,7 +5,7 @@
 The corpus is streamed: documents are grouped into slices of about `slice_chars`
 characters (corpus.py), and each slice is one unit of work for a worker process:
 sentence-split, tokenize (one batch call), hold out some documents for evaluation, make
-instances `dupe_factor` times (instances.py), optionally mask them (static masking, with
+instances `dupe_factor` times (the recipe's format, bertkit.data.formats), optionally mask them (static masking, with
 bertkit.data.masking), shuffle, and write `train-{slice}` and `eval-{slice}` shards
 (shards.py). NotNext documents come from the same slice. Memory holds a few slices,
 never the corpus.
@@ -49,14 +49,13 @@ from bertkit.data.dataset import (
     tokenizer_fingerprint,
     tokenizer_summary,
 )
-from bertkit.data.instances import nsp_instances, packed_instances, sop_instances
+from bertkit.data.formats import FORMATS, get_format
 from bertkit.data.sentences import split_sentences
 from bertkit.data.shards import TMP_PREFIX, ShardArrays, id_dtype, shard_name, write_shard
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.parallel import parallel_map
 from bertkit.textio import check_readable
 
-FORMATS = ("nsp", "packed", "sop")
 MASKINGS = ("dynamic", "static")
 # Purposes of the random streams of one slice: (seed, slice, copy, purpose) seeds each.
 _INSTANCES, _EVAL_SPLIT, _EVAL_INSTANCES, _SHUFFLE, _EVAL_SHUFFLE = range(5)
@@ -67,7 +66,7 @@ class BuildOptions:
     """How instances are made. Everything here (with the tokenizer and the input files)
     is the dataset's recipe: shards of different recipes never mix in one directory."""
 
-    instance_format: str = "nsp"  # "nsp" (BERT), "packed" (RoBERTa full sentences), "sop" (ALBERT)
+    instance_format: str = "nsp"  # a registered format (bertkit.data.formats): nsp, packed, sop
     max_seq_length: int = 128
     masking: str = "dynamic"  # "dynamic": masked at training time; "static": masked here, labels stored
     dupe_factor: int | None = None  # copies, each with its own instances and masks; None: 5 static, 1 dynamic
@@ -83,8 +82,7 @@ class BuildOptions:
     slice_chars: int = SLICE_CHARS
 
     def __post_init__(self) -> None:
-        if self.instance_format not in FORMATS:
-            raise ConfigError(f"instance_format={self.instance_format!r} is not one of {', '.join(FORMATS)}")
+        get_format(self.instance_format)  # a registered format, or one line naming them
         if self.masking not in MASKINGS:
             raise ConfigError(f"masking={self.masking!r} is not one of {', '.join(MASKINGS)}")
         _check_int("max_seq_length", self.max_seq_length, 8)
@@ -268,14 +266,16 @@ class SliceBuilder:
         tokenizer = self._load()
         documents = tokenize_documents(tokenizer, piece.documents, recipe["sentence_split"])
         seed, k = recipe["seed"], piece.index
+        fmt = get_format(recipe["instance_format"])
         train, held_out = split_documents(documents, recipe["eval_fraction"], first_slice=k == 0,
-                                          min_train=2 if recipe["instance_format"] == "nsp" else 1,
-                                          rng=_stream(seed, k, 0, _EVAL_SPLIT))
-        if recipe["instance_format"] == "nsp" and len(train) < 2:
+                                          min_train=fmt.min_documents, rng=_stream(seed, k, 0, _EVAL_SPLIT))
+        if len(train) < fmt.min_documents:
+            others = [name for name in FORMATS if get_format(name).min_documents <= len(train)]
             raise BertkitError(
-                "nsp needs at least 2 documents (NotNext pairs take B from another document) but "
+                f"{fmt.name} needs at least {fmt.min_documents} documents ({fmt.why_min_documents}) but "
                 f"{'the corpus' if k == 0 else f'slice {k}'} has {len(train)}: separate documents with blank lines "
-                "(JSONL: one object each), or use --format packed or --format sop"
+                f"(JSONL: one object each){', or use ' if others else ''}"
+                + " or ".join(f"--format {name}" for name in others)
             )
         train_instances: list[tuple] = []
         for copy in range(recipe["dupe_factor"]):
@@ -371,20 +371,9 @@ def make_instances(
     tokenizer: Any,
     random_documents: list[list[list[int]]] | None = None,
 ) -> list[tuple]:
-    """One copy's instances of `documents` in the recipe's format (instances.py)."""
-    cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    max_len, short = recipe["max_seq_length"], recipe["short_seq_prob"]
-    fmt = recipe["instance_format"]
-    instances: list[tuple] = []
-    if fmt == "packed":
-        instances += packed_instances(documents, max_len, cls_id, sep_id)
-    elif fmt == "sop":
-        for document in documents:
-            instances += sop_instances(document, max_len, short, rng, cls_id, sep_id)
-    else:
-        for index in range(len(documents)):
-            instances += nsp_instances(index, documents, max_len, short, rng, cls_id, sep_id, random_documents)
-    return instances
+    """One copy's instances of `documents` in the recipe's format (bertkit.data.formats)."""
+    return get_format(recipe["instance_format"]).make(documents, recipe, rng, tokenizer.cls_token_id,
+                                                      tokenizer.sep_token_id, random_documents)
 
 
 def _stream(seed: int, slice_index: int, copy: int, purpose: int) -> random.Random:

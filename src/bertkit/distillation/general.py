@@ -26,7 +26,7 @@ from bertkit.distillation.teacher import check_general_teacher, load_teacher
 from bertkit.distillation.teacher_cache import TeacherCache, general_cache_key
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.families import model_inputs
-from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.training.config import RUN_CONFIG_FILE
 from bertkit.training.resume import absolute_paths
 
@@ -70,7 +70,7 @@ def teacher_on_device(teacher: nn.Module, device: torch.device) -> nn.Module:
     return teacher
 
 
-class GeneralDistillation(PretrainingObjective):
+class GeneralDistillation(MaskedLMObjective):
     """DistilBERT / TinyBERT distillation on a built pre-training data directory."""
 
     name = "distill"

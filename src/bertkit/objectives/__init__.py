@@ -1,11 +1,15 @@
 """Pre-training objectives: one file each, one line each in this registry.
 
-`get_objective(name)` imports lazily so the CLI stays fast.
+An objective class (bertkit.objectives.base) declares the data formats it trains on
+(`data_formats`, names of bertkit.data.formats), its settings (`settings_class`,
+bertkit.objectives.settings), its examples and batches (`example`, `collate`), its model
+and its loss. `get_objective(name)` imports lazily so the CLI stays fast.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from bertkit.errors import ConfigError
 
@@ -26,3 +30,14 @@ def get_objective(name: str):
         raise ConfigError(f"field 'objective' must be one of {', '.join(OBJECTIVES)}, got {name!r}")
     module, cls = OBJECTIVES[name].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def setting_owners() -> dict[str, dict[str, Any]]:
+    """Every objective setting's name -> {objective: its default there} (imports every objective)."""
+    import dataclasses
+
+    owners: dict[str, dict[str, Any]] = {}
+    for name in OBJECTIVES:
+        for f in dataclasses.fields(get_objective(name).settings_class):
+            owners.setdefault(f.name, {})[name] = f.default
+    return owners

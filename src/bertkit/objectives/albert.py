@@ -10,19 +10,34 @@ whose `sop_logits` the shared code reads under NSP's name. Metrics are reported 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
 
-from bertkit.errors import BertkitError
-from bertkit.model.albert import PARTIAL_SHARING, AlbertConfig, AlbertForPreTraining
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.model.albert import PARTIAL_SHARING, SHARING_MODES, AlbertConfig, AlbertForPreTraining
 from bertkit.objectives.mlm_nsp import MlmNspObjective
+from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
+
+
+@dataclass(frozen=True)
+class AlbertSettings(ObjectiveSettings):
+    """The model's shape for a fresh run; a checkpoint keeps its own (given, they must match it)."""
+
+    embedding_size: int | None = setting(None, "albert: factorized embedding width E (V x E, then E x H; unset: 128)")
+    share_layers: str | None = setting(None, "albert: cross-layer parameter sharing (unset: all)", SHARING_MODES)
+
+    def check(self) -> None:
+        if self.embedding_size is not None and self.embedding_size <= 0:
+            raise ConfigError(f"field 'embedding_size' must be positive, got {self.embedding_size}")
 
 
 class AlbertObjective(MlmNspObjective):
     name = "albert"
     data_formats = ("sop",)
+    settings_class = AlbertSettings
     config_class = AlbertConfig
     model_class = AlbertForPreTraining
     progress_keys = ("mlm_accuracy", "sop_accuracy")
@@ -33,8 +48,9 @@ class AlbertObjective(MlmNspObjective):
     ]
 
     def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED,
-                 embedding_size: int | None = None, share_layers: str | None = None):
-        config = model.config
+                 settings: AlbertSettings | None = None):
+        settings = settings or AlbertSettings()
+        config, embedding_size, share_layers = model.config, settings.embedding_size, settings.share_layers
         if embedding_size is not None and embedding_size != config.embedding_size:
             raise BertkitError(f"embedding_size {embedding_size} does not match the model's {config.embedding_size} "
                                f"(a checkpoint keeps its own; leave --embedding-size out)")
@@ -45,20 +61,16 @@ class AlbertObjective(MlmNspObjective):
         ):
             raise BertkitError(f"share_layers {share_layers!r} does not match the model's {config.sharing!r} "
                                f"(a checkpoint keeps its own; leave --share-layers out)")
-        super().__init__(model, train, eval_data, masking, seed, eval_seed)
+        super().__init__(model, train, eval_data, masking, seed, eval_seed, settings)
 
     @classmethod
-    def run_options(cls, run_config: Any) -> dict[str, Any]:
-        return {"embedding_size": run_config.embedding_size, "share_layers": run_config.share_layers}
-
-    @classmethod
-    def build_model(cls, config: AlbertConfig, embedding_size: int | None = None,
-                    share_layers: str | None = None) -> nn.Module:
+    def build_model(cls, config: AlbertConfig, settings: AlbertSettings | None = None) -> nn.Module:
+        settings = settings or AlbertSettings()
         changes: dict[str, Any] = {}
-        if embedding_size is not None:
-            changes["embedding_size"] = embedding_size
-        if share_layers is not None:  # the groups follow from the mode
-            changes.update(share_layers=share_layers, num_hidden_groups=None)
+        if settings.embedding_size is not None:
+            changes["embedding_size"] = settings.embedding_size
+        if settings.share_layers is not None:  # the groups follow from the mode
+            changes.update(share_layers=settings.share_layers, num_hidden_groups=None)
         if changes:
             config = AlbertConfig.from_dict({**config.to_dict(), **changes}, source="albert options")
         return AlbertForPreTraining(config)

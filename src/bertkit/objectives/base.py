@@ -1,9 +1,15 @@
-"""What every pre-training objective shares: data access, dynamic masking, evaluation.
+"""What every pre-training objective shares: data access, settings, batches, evaluation.
 
 An objective is a `TrainingProgram` over a built data directory (bertkit.data). A new
-objective subclasses `PretrainingObjective`, says which instance formats it accepts and
-which masking it uses, and its model (`model_class`, or `build_model` / `load_model`) and
-the loss; then it gets one line in `bertkit.objectives.OBJECTIVES`.
+objective subclasses `PretrainingObjective` (or `MaskedLMObjective`, which masks with a
+`Masker`, for a masked-LM-style one) and declares, in its own file:
+- `data_formats`: the instance formats it trains on (names of bertkit.data.formats);
+- `settings_class`: its own settings (bertkit.objectives.settings), which it receives as
+  `self.settings` and `build_model(config, settings=...)`;
+- `example` (what one example holds) and `collate` (what a batch holds);
+- its model (`model_class`, or `build_model` / `load_model`) and its loss
+  (`loss_counts`, `compute_loss`, `summarize`);
+then it gets one line in `bertkit.objectives.OBJECTIVES`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
+from bertkit.objectives.settings import ObjectiveSettings
 from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
@@ -31,7 +38,7 @@ EVAL_EPOCH = 0  # held-out masks: the epoch-0 draw of the held-out split, the sa
 class PretrainingObjective(TrainingProgram):
     name = ""
     data_formats: tuple[str, ...] = ("nsp", "packed", "sop")  # instance formats this objective trains on
-    default_masking = "token"
+    settings_class: type[ObjectiveSettings] = ObjectiveSettings  # its own settings (none by default)
     config_class = BertConfig  # the model config a preset becomes (a BertConfig subclass for other families)
     model_class: type[nn.Module] | None = None  # what the default build_model / load_model make
     # why the objective needs data built with --masking dynamic (it masks as it loads, or not at
@@ -39,28 +46,34 @@ class PretrainingObjective(TrainingProgram):
     needs_dynamic_masking: str | None = None
 
     def __init__(self, model: nn.Module, train: PretrainingDataset, eval_data: PretrainingDataset | None,
-                 masking: MaskingConfig, seed: int, eval_seed: int = EVAL_SEED):
-        """`seed` draws the training masks; `eval_seed` the held-out ones (and any other random
-        choice of an evaluation), so runs of different seeds or objectives score the same tokens."""
+                 masking: MaskingConfig, seed: int, eval_seed: int = EVAL_SEED,
+                 settings: ObjectiveSettings | None = None):
+        """`seed` draws the training examples' random choices (masks); `eval_seed` the held-out
+        ones (and any other random choice of an evaluation), so runs of different seeds or
+        objectives score the same tokens. `masking` is the run's masking, for the objectives
+        that mask; `settings` the objective's own (its `settings_class`; None: the defaults)."""
         self.model = model
         self.train = train
         self.eval_data = eval_data
         self.seed = seed
         self.eval_seed = eval_seed
+        self.settings = settings if settings is not None else self.settings_class()
+        if not isinstance(self.settings, self.settings_class):
+            raise TypeError(f"objective {self.name!r} takes {self.settings_class.__name__}, "
+                            f"got {type(self.settings).__name__}")
         self.tokenizer = train.tokenizer()
         self.check_data(train)
         self.pad_id = train.info.pad_token_id
-        self.masker = Masker.from_tokenizer(masking, self.tokenizer)
 
     # ---- models -----------------------------------------------------------------------
     @classmethod
     def run_options(cls, run_config: Any) -> dict[str, Any]:
-        """Objective-specific fields of the run's PretrainConfig, passed as keyword arguments
-        to `build_model` and to the constructor (e.g. ELECTRA's generator_size); none by default."""
-        return {}
+        """Keyword arguments from the run's PretrainConfig for `build_model` and the
+        constructor: the objective's settings from `run_config.objective_settings`."""
+        return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
 
     @classmethod
-    def build_model(cls, config: BertConfig, **options: Any) -> nn.Module:
+    def build_model(cls, config: BertConfig, settings: ObjectiveSettings | None = None) -> nn.Module:
         """A fresh `model_class` for `config`."""
         if cls.model_class is None:
             raise NotImplementedError
@@ -95,16 +108,16 @@ class PretrainingObjective(TrainingProgram):
     def num_train_examples(self) -> int:
         return len(self.train)
 
-    def masked_example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
-        example = dict(data[index])
-        if "labels" not in example:  # dynamic masking: a fresh mask per epoch
-            example["input_ids"], example["labels"] = self.masker(example["input_ids"], example_rng(seed, epoch, index))
-        return example
+    def example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
+        """Instance `index` of `data` as this objective trains on it in `epoch`: its inputs and
+        targets, any random choice drawn from (seed, epoch, index) alone."""
+        raise NotImplementedError
 
     def train_example(self, index: int, epoch: int) -> dict[str, Any]:
-        return self.masked_example(self.train, index, epoch, self.seed)
+        return self.example(self.train, index, epoch, self.seed)
 
     def collate(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """What a batch holds: the examples' arrays padded and stacked (bertkit.data.collate)."""
         return collate(examples, self.pad_id)
 
     # ---- evaluation ------------------------------------------------------------------------
@@ -136,7 +149,7 @@ class PretrainingObjective(TrainingProgram):
     def eval_example(self, index: int) -> dict[str, Any]:
         """Held-out example `index` as every evaluation scores it: masked from `eval_seed`, so the
         same in every run that shares it (NSP / SOP labels were fixed when the data were built)."""
-        return self.masked_example(self.eval_data, index, EVAL_EPOCH, self.eval_seed)
+        return self.example(self.eval_data, index, EVAL_EPOCH, self.eval_seed)
 
     def evaluation_details(self) -> dict[str, Any]:
         return {"eval_seed": self.eval_seed}
@@ -146,6 +159,24 @@ class PretrainingObjective(TrainingProgram):
         if self.eval_data is not None and self.eval_data.info.masking == "static":
             return "stored at build time"
         return f"drawn from eval_seed {self.eval_seed}"
+
+
+
+class MaskedLMObjective(PretrainingObjective):
+    """An objective that trains on masked text: the run's `Masker` is its tool. Dynamic data
+    gets a fresh mask per (seed, epoch, index); data masked at build time keeps its labels."""
+
+    def __init__(self, model: nn.Module, train: PretrainingDataset, eval_data: PretrainingDataset | None,
+                 masking: MaskingConfig, seed: int, eval_seed: int = EVAL_SEED,
+                 settings: ObjectiveSettings | None = None):
+        super().__init__(model, train, eval_data, masking, seed, eval_seed, settings)
+        self.masker = Masker.from_tokenizer(masking, self.tokenizer)
+
+    def example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
+        example = dict(data[index])
+        if "labels" not in example:  # dynamic masking: a fresh mask per epoch
+            example["input_ids"], example["labels"] = self.masker(example["input_ids"], example_rng(seed, epoch, index))
+        return example
 
 
 def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, float]:

@@ -32,13 +32,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.data.masking import MaskingConfig
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import percent
 from bertkit.model.bert import IGNORE_INDEX
 from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
 from bertkit.model.families import model_inputs
 from bertkit.model.outputs import ModelOutput
-from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
 
 GENERATOR_DIR = "generator"
@@ -167,9 +168,23 @@ class ElectraPretrainingModel(nn.Module):
         return ElectraStepOutput(generated.loss, generated.logits, disc_logits, disc_labels, replaced)
 
 
-class ElectraObjective(PretrainingObjective):
+@dataclass(frozen=True)
+class ElectraSettings(ObjectiveSettings):
+    generator_size: float = setting(0.25, "electra: generator hidden size as a fraction of the discriminator's, in (0, 1]")
+    disc_weight: float = setting(50.0, "electra: lambda, the weight of the discriminator's loss")
+
+    def check(self) -> None:
+        if not 0.0 < self.generator_size <= 1.0:
+            raise ConfigError(f"field 'generator_size' must be in (0, 1] (a fraction of the discriminator's hidden "
+                              f"size; a generator larger than the discriminator is not allowed), got {self.generator_size}")
+        if not self.disc_weight > 0.0:
+            raise ConfigError(f"field 'disc_weight' must be positive, got {self.disc_weight}")
+
+
+class ElectraObjective(MaskedLMObjective):
     name = "electra"
     data_formats = ("nsp", "packed", "sop")  # segments are read as text; sentence labels are ignored
+    settings_class = ElectraSettings
     config_class = ElectraConfig
     progress_keys = ("mlm_accuracy", "disc_accuracy")
     plot_panels = [
@@ -179,22 +194,17 @@ class ElectraObjective(PretrainingObjective):
         ("Replaced tokens: precision / recall", ["disc_precision", "disc_recall", "eval_disc_precision", "eval_disc_recall"]),
     ]
 
-    def __init__(self, model, train, eval_data, masking: MaskingConfig, seed: int, *, eval_seed: int = EVAL_SEED,
-                 generator_size: float = 0.25, disc_weight: float = 50.0):
+    def __init__(self, model, train, eval_data, masking: MaskingConfig, seed: int, eval_seed: int = EVAL_SEED,
+                 settings: ElectraSettings | None = None):
         masking = dataclasses.replace(masking, mask_token_ratio=MASK_TOKEN_RATIO, random_token_ratio=0.0)
-        super().__init__(model, train, eval_data, masking, seed, eval_seed)
-        self.disc_weight = float(disc_weight)
-
-    @classmethod
-    def run_options(cls, run_config: Any) -> dict[str, Any]:
-        return {"generator_size": run_config.generator_size, "disc_weight": run_config.disc_weight}
+        super().__init__(model, train, eval_data, masking, seed, eval_seed, settings)
+        self.disc_weight = float(self.settings.disc_weight)
 
     # ---- models -----------------------------------------------------------------------
     @classmethod
-    def build_model(cls, config: ElectraConfig, *, generator_size: float = 0.25,
-                    disc_weight: float = 50.0) -> ElectraPretrainingModel:
+    def build_model(cls, config: ElectraConfig, settings: ElectraSettings | None = None) -> ElectraPretrainingModel:
         discriminator = ElectraForPreTraining(config)
-        generator = ElectraForMaskedLM(generator_config(config, generator_size))
+        generator = ElectraForMaskedLM(generator_config(config, (settings or ElectraSettings()).generator_size))
         return ElectraPretrainingModel(discriminator, generator)
 
     @classmethod

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from bertkit.config import BertConfig
+from bertkit.data.dataset import PretrainingDataset
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.families import model_inputs
 from bertkit.model.heads import BertOnlyMLMHead
@@ -94,7 +95,7 @@ class LtrObjective(PretrainingObjective):
     model_class = BertLMHeadModel
     needs_dynamic_masking = "reads unmasked text"
 
-    def masked_example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
+    def example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
         """No masking: the text as it is and its next-token labels (the same every epoch)."""
         example = dict(data[index])
         example["labels"] = next_token_labels(example["input_ids"])

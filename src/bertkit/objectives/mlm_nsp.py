@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from bertkit.evaluation.metrics import percent
 from bertkit.model import BertForPreTraining
 from bertkit.model.families import model_inputs
-from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
 
 
-class MlmNspObjective(PretrainingObjective):
+class MlmNspObjective(MaskedLMObjective):
     name = "mlm_nsp"
     data_formats = ("nsp",)
     use_nsp = True

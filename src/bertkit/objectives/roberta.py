@@ -35,7 +35,7 @@ class RobertaObjective(MlmObjective):
     }
 
     @classmethod
-    def build_model(cls, config: BertConfig, **options: Any) -> nn.Module:
+    def build_model(cls, config: BertConfig, settings=None) -> nn.Module:
         if not isinstance(config, RobertaConfig):
             config = RobertaConfig.from_dict({**config.to_dict(), "model_type": "roberta"})
         return RobertaForMaskedLM(config)

@@ -18,6 +18,7 @@ pooler, `cls.predictions.*`) plus `sbo.*`: transformers' `BertForMaskedLM` loads
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,8 @@ from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.families import model_inputs
 from bertkit.model.heads import BertOnlyMLMHead, decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput
-from bertkit.objectives.base import PretrainingObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
+from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
 
 MAX_SPAN_POSITIONS = 64  # relative positions embedded; a span token further in (a 10-word span of long words) shares the last
@@ -133,9 +135,24 @@ class SpanBertForPreTraining(BertPreTrainedModel):
         return SpanBertOutput(mlm_loss + sbo_loss, mlm_loss, sbo_loss, mlm_logits, sbo_logits, positions)
 
 
-class SpanBertObjective(PretrainingObjective):
+@dataclass(frozen=True)
+class SpanBertSettings(ObjectiveSettings):
+    """The span lengths: Geometric(span_geometric_p) words, truncated at max_span_length (the paper's 0.2 and 10)."""
+
+    span_geometric_p: float = setting(0.2, "spanbert: p of the geometric distribution of span lengths, in (0, 1]")
+    max_span_length: int = setting(10, "spanbert: longest span, in words")
+
+    def check(self) -> None:
+        if not 0.0 < self.span_geometric_p <= 1.0:
+            raise ConfigError(f"field 'span_geometric_p' must be in (0, 1], got {self.span_geometric_p}")
+        if self.max_span_length <= 0:
+            raise ConfigError(f"field 'max_span_length' must be positive, got {self.max_span_length}")
+
+
+class SpanBertObjective(MaskedLMObjective):
     name = "spanbert"
     data_formats = ("packed",)  # single segments: paired (nsp / sop) data is refused
+    settings_class = SpanBertSettings
     config_defaults: dict[str, Any] = {"masking": "span"}
     model_class = SpanBertForPreTraining
     needs_dynamic_masking = "masks spans as it loads"
@@ -146,11 +163,15 @@ class SpanBertObjective(PretrainingObjective):
         ("SBO accuracy", ["sbo_accuracy", "eval_sbo_accuracy"]),
     ]
 
-    def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED):
+    def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED,
+                 settings: SpanBertSettings | None = None):
         if masking.strategy != "span":
             raise ConfigError(f"field 'masking' must be 'span' for objective 'spanbert' (the span boundary "
                               f"objective reads whole spans), got {masking.strategy!r}")
-        super().__init__(model, train, eval_data, masking, seed, eval_seed)
+        settings = settings or SpanBertSettings()
+        masking = dataclasses.replace(masking, span_geometric_p=settings.span_geometric_p,
+                                      max_span_length=settings.max_span_length)
+        super().__init__(model, train, eval_data, masking, seed, eval_seed, settings)
 
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         return {"mlm": sequence_counts(batch["labels"])}

@@ -1,0 +1,14 @@
+"""RoBERTa's FULL-SENTENCES: one segment of whole sentences packed across documents."""
+
+from __future__ import annotations
+
+from bertkit.data.formats.base import InstanceFormat
+from bertkit.data.instances import packed_instances
+
+
+class PackedFormat(InstanceFormat):
+    name = "packed"
+    help = "RoBERTa full sentences, one segment"
+
+    def make(self, documents, recipe, rng, cls_id, sep_id, random_documents=None):
+        return list(packed_instances(documents, recipe["max_seq_length"], cls_id, sep_id))

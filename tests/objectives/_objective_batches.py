@@ -1,0 +1,109 @@
+"""The batches each pre-training objective makes, recorded as fixtures (tests/fixtures/objective_batches/).
+
+    PYTHONPATH=src python tests/objectives/_objective_batches.py   # (re)writes the fixtures
+
+Tiny data is built from the Austen fixture (as _successor_data does); for each case the
+fixture holds the collated training batches at a few (seed, epoch, indices) and the
+collated held-out batch, each key as saved by numpy (values and dtype). The test
+(test_objective_batches.py) makes the same batches with the current code and compares
+them bit for bit, so a refactoring of objectives, masking or data formats that changes
+what a batch holds fails there.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+FIXTURE_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "objective_batches"
+# case -> (objective, data format, masking at build, extra --set fields)
+CASES = {
+    "mlm_nsp": ("mlm_nsp", "nsp", "dynamic", {}),
+    "mlm_nsp_static": ("mlm_nsp", "nsp", "static", {}),
+    "mlm": ("mlm", "sop", "dynamic", {}),
+    "mlm_whole_word": ("mlm", "packed", "dynamic", {"masking": "whole_word", "max_predictions_per_seq": "6"}),
+    "roberta": ("roberta", "packed", "dynamic", {}),
+    "spanbert": ("spanbert", "packed", "dynamic", {}),
+    "ltr": ("ltr", "nsp", "dynamic", {}),
+    "electra": ("electra", "nsp", "dynamic", {}),
+    "albert": ("albert", "sop", "dynamic", {}),
+}
+TRAIN_DRAWS = [(42, 0), (42, 1), (7, 0)]  # (seed, epoch) of the recorded training batches
+TRAIN_INDICES = [0, 3, 8, 13]
+EVAL_INDICES = [0, 1, 2, 3]
+TINY = {"model.hidden_size": "32", "model.num_hidden_layers": "2", "model.num_attention_heads": "2",
+        "model.intermediate_size": "64", "model.max_position_embeddings": "72"}
+
+
+def build_data(root: Path, instance_format: str, masking: str) -> Path:
+    """64-token `instance_format` data (masked at build when `masking` is static) from the Austen fixture."""
+    from _successor_data import FIXTURE
+
+    from bertkit.cli import main
+
+    tok = root / "tok"
+    if not tok.exists():
+        assert main(["tokenizer", "train", "--algorithm", "wordpiece", "--vocab-size", "400", "--output", str(tok),
+                     "--no-progress", str(FIXTURE)]) == 0
+    data = root / f"data-{instance_format}-{masking}"
+    if not data.exists():
+        assert main(["data", "build", "--tokenizer", str(tok), "--max-seq-length", "64", "--format", instance_format,
+                     "--masking", masking, "--output", str(data), "--eval-fraction", "0.2", "--no-progress",
+                     str(FIXTURE)]) == 0
+    return data
+
+
+def make_objective(name: str, data: Path, seed: int, fields: dict[str, str]):
+    """Objective `name` of a run with `seed` on `data`, constructed as a pre-training run does."""
+    import torch
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.objectives import get_objective
+    from bertkit.objectives.base import preset_config
+    from bertkit.pretraining import build_config
+
+    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
+                           "seed": seed}, {**TINY, **fields})
+    cls = get_objective(name)
+    train, eval_data = PretrainingDataset.open(data, "train"), PretrainingDataset.open(data, "eval")
+    info = train.info
+    options = cls.run_options(config)
+    torch.manual_seed(0)
+    model = cls.build_model(preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
+                                          config.model, config_class=cls.config_class), **options)
+    masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
+                            max_predictions_per_seq=config.max_predictions_per_seq)
+    return cls(model, train, eval_data, masking, config.seed, eval_seed=config.eval_seed, **options)
+
+
+def case_batches(case: str, root: Path) -> dict[str, np.ndarray]:
+    """Every recorded batch of `case`, flattened to "train-{seed}-{epoch}/{key}" and "eval/{key}" arrays."""
+    name, instance_format, masking, fields = CASES[case]
+    data = build_data(root, instance_format, masking)
+    arrays: dict[str, np.ndarray] = {}
+    objective = None
+    for seed, epoch in TRAIN_DRAWS:
+        objective = make_objective(name, data, seed, fields)
+        batch = objective.collate([objective.train_example(i, epoch) for i in TRAIN_INDICES])
+        arrays.update({f"train-{seed}-{epoch}/{k}": v.numpy() for k, v in batch.items()})
+    batch = objective.collate([objective.eval_example(i) for i in EVAL_INDICES])
+    arrays.update({f"eval/{k}": v.numpy() for k, v in batch.items()})
+    return arrays
+
+
+def main() -> int:
+    FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            np.savez_compressed(FIXTURE_DIR / f"{case}.npz", **case_batches(case, Path(tmp)))
+            print(f"{case}: {(FIXTURE_DIR / f'{case}.npz').stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())
