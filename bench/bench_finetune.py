@@ -8,7 +8,8 @@ batch 32, max_seq_length 128, linear warm-up over 10% of the steps then linear d
 gradient clipping 1.0, dropout 0.1, dev scored after every epoch (batch 64).
 
 - bertkit: `bertkit.finetuning.finetune` — exactly what `bertkit finetune glue` runs,
-  with its defaults (length-grouped batches, best/ and final/ saved, report written).
+  with its defaults (random order since f7b5ec5, length-grouped batches before it; best/
+  and final/ saved, report written).
 - transformers: the usual recipe — `AutoTokenizer`, `AutoModelForSequenceClassification`,
   `Trainer` with its default collator (DataCollatorWithPadding from the tokenizer),
   `eval_strategy="epoch"`, then `save_model`.
