@@ -243,6 +243,31 @@ def _hf_squad(tokenizer, train: Path, model_dir: str, args):
     return AutoModelForQuestionAnswering.from_pretrained(model_dir), rows, default_data_collator
 
 
+def padding(task: str, train: Path, fields: dict, model_dir: str, seed: int, args) -> dict:
+    """Real tokens of the training set and the positions its batches hold (padded to their
+    longest row, a multiple of 8) in the random and the length-grouped order of one epoch:
+    what grouping can save. The unpadded encoder path runs its dense layers on real tokens
+    only, so grouping then saves attention's and the embeddings'/head's share of the padding."""
+    from types import SimpleNamespace
+
+    from bertkit.finetuning import build_config, prepare
+    from bertkit.tasks.programs import TaskProgram, feature_length
+
+    config = build_config({"family": TASKS[task][0], "init_from": model_dir, "train": str(train),
+                           "output_dir": "unused", "max_seq_length": args.max_seq_length, "progress": False,
+                           **fields}, {})
+    lengths = np.asarray([feature_length(f) for f in prepare(config).train.features])
+    permutation = np.random.default_rng(seed).permutation(len(lengths))
+    row = {"task": "padding:" + task, "sequences": len(lengths), "real_tokens": int(lengths.sum())}
+    for name, grouped in (("random", False), ("grouped", True)):
+        stand_in = SimpleNamespace(group_by_length=grouped, _train_lengths=lengths)
+        order = TaskProgram.epoch_order(stand_in, permutation, 0, args.batch_size)
+        batches = [lengths[order[i:i + args.batch_size]] for i in range(0, len(order), args.batch_size)]
+        positions = sum(len(b) * -(-b.max() // 8) * 8 for b in batches)
+        row[f"positions_per_real_token_{name}"] = round(positions / row["real_tokens"], 3)
+    return row
+
+
 # ---------------------------------------------------------------------------- main
 
 
@@ -267,6 +292,8 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/bench_finetune_recipes")
     parser.add_argument("--combine", nargs="+", metavar="LOG", help="summarize earlier runs' output")
     parser.add_argument("--dry-run", action="store_true", help="48 training rows / questions, 64 held out")
+    parser.add_argument("--padding", action="store_true",
+                        help="no training: each task's padding in the random and the length-grouped order")
     args = parser.parse_args()
     if args.combine:
         return summarize(_read_logs(args.combine))
@@ -292,6 +319,9 @@ def main() -> None:
         task_args = argparse.Namespace(**vars(args))
         task_args.max_seq_length = args.max_seq_length or (192 if task == "squad" else 128)
         train, test, fields = cut_data(task, task_args, work)
+        if args.padding:
+            print(json.dumps(padding(task, train, fields, model_dir, 1, task_args)), flush=True)
+            continue
         for seed in (int(s) for s in args.seeds.split(",")):
             for recipe in recipes:
                 out = work / f"{task}_{recipe}_{seed}"
