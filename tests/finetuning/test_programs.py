@@ -1,6 +1,6 @@
 """The task programs and the run driver: loss normalised by global counts (one batch ==
-accumulated micro-batches), length-grouped training order, metrics against scikit-learn
-and seqeval, the grid search, and a run from the real MiniLM checkpoint."""
+accumulated micro-batches), training order (random by default, or length-grouped), metrics
+against scikit-learn and seqeval, the grid search, and a run from the real MiniLM checkpoint."""
 
 from __future__ import annotations
 
@@ -62,8 +62,21 @@ def test_loss_is_normalised_by_global_counts(tiny_model_dir, fixtures):
         torch.testing.assert_close(p.grad, a, atol=1e-6, rtol=1e-5)
 
 
+def test_default_order_is_random(tiny_model_dir, fixtures):
+    """Length-grouped batches cost ~2 points of CoNLL F1 against transformers' random order
+    (docs/benchmarks.md): fine-tuning and task distillation default to the plain permutation."""
+    from bertkit.training.distill import TaskDistillConfig
+
+    prepared, _, program, _ = tagging_setup(tiny_model_dir, fixtures)
+    permutation = np.random.default_rng(0).permutation(len(prepared.train.features))
+    assert np.array_equal(program.epoch_order(permutation, 0, 1), permutation)
+    assert FinetuneConfig().group_by_length is False
+    assert TaskDistillConfig.__dataclass_fields__["group_by_length"].default is False
+
+
 def test_length_grouped_order(tiny_model_dir, fixtures):
     prepared, _, program, _ = tagging_setup(tiny_model_dir, fixtures)
+    program.group_by_length = True
     n = len(prepared.train.features)
     permutation = np.random.default_rng(0).permutation(n)
     lengths = np.asarray([len(f["input_ids"]) for f in prepared.train.features])

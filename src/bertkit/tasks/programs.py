@@ -10,12 +10,15 @@ and used exactly as it was trained.
   first sub-tokens, questions); a micro-batch's mean times its item count over the
   global count is its share of the global mean (see bertkit.training.program), so a
   step's gradient does not depend on accumulation or the number of processes.
-- Training order. `group_by_length=True` (the default) groups by length as Hugging
-  Face's `group_by_length`: the loop's seeded random permutation of an epoch is cut into
-  chunks of 50 global batches and each chunk is sorted longest first, so a batch holds
-  sequences of similar length and little padding while the chunks stay random.
-  `group_by_length=False` keeps the plain random permutation (the paper's recipe).
-  Either way batches are padded only to their longest member (multiple of 8).
+- Training order. The default (`group_by_length=False`) is the loop's seeded random
+  permutation of each epoch (the paper's recipe, and transformers' Trainer's). With
+  `group_by_length=True` it groups by length as Hugging Face's `group_by_length`: the
+  permutation is cut into chunks of 50 global batches and each chunk is sorted longest
+  first, so a batch holds sequences of similar length and little padding. That order is
+  no longer the default: batches of look-alike sequences cost about 2 points of CoNLL
+  entity F1 at equal settings (bench/bench_finetune_recipes.py, docs/benchmarks.md), and
+  the unpadded encoder path already drops padding's cost. Either way batches are padded
+  only to their longest member (multiple of 8).
 - Evaluation. The whole dev set runs on every rank (dev sets are small, and under FSDP
   every rank must run every forward anyway), sorted by length and batched, so every
   rank computes the same metrics without gathering predictions. `eval_batches` does
@@ -205,7 +208,7 @@ class TaskProgram(TrainingProgram):
     progress_keys = ("accuracy",)
 
     def __init__(self, model: nn.Module, tokenizer, spec: TaskSpec, train_features: list[dict[str, Any]],
-                 dev: TaskData | None, id2label: dict[int, str] | None, *, group_by_length: bool = True,
+                 dev: TaskData | None, id2label: dict[int, str] | None, *, group_by_length: bool = False,
                  eval_batch_size: int = 64, progress: bool = True):
         self.model = model
         self.tokenizer = tokenizer
