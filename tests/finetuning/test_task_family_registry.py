@@ -18,7 +18,8 @@ import pytest
 
 import bertkit
 from bertkit.tasks import classification
-from bertkit.tasks.programs import TaskData, TaskProgram, softmax
+from bertkit.tasks.programs import TaskData, TaskProgram
+from bertkit.tasks.scoring import softmax
 from bertkit.tasks.registry import CLASSIFICATION, TaskFamily, get_task_family, register, unregister
 
 PACKAGE = Path(bertkit.__file__).parent

@@ -46,5 +46,5 @@ def evaluate(model: str | os.PathLike | LoadedModel, data: str | os.PathLike, *,
 
 def _evaluation_label_map(loaded: LoadedModel, spec, examples: list) -> dict[str, int] | None:
     """The model's label -> id map, checked against the file's labels (the family's hook)."""
-    return loaded.program_cls.task_family().hook("evaluation_label_map")(
+    return loaded.program_cls.task_family().evaluation_label_map(
         spec, loaded.config, examples, f"{loaded.directory}/config.json")

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from bertkit.errors import BertkitError
+from bertkit.evaluation.metrics import percentages
 from bertkit.tasks.records import (
     as_text,
     column_index,
@@ -44,6 +45,7 @@ from bertkit.tasks.records import (
     read_table,
     record_field,
 )
+from bertkit.tasks.scoring import cross_entropy, softmax
 
 MODEL_CLASS_NAME = "BertForSequenceClassification"
 ENCODE_BATCH = 1000  # texts per tokenizer call: big enough for Rust's parallelism, small enough for a progress bar
@@ -359,7 +361,6 @@ def head_config(config, spec, labels: list[str] | None):
 
 
 def metrics(spec, data, outputs, id2label) -> dict[str, float]:
-    from bertkit.tasks.programs import classification_metrics
 
     labels = np.asarray([f["labels"] for f in data.features])
     return classification_metrics(spec, np.stack(outputs), labels)
@@ -418,7 +419,6 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
     """"text" or ("text", "pair") -> label, score and every label's softmax probability;
     regression -> {"score": value}."""
     from bertkit.tasks.hooks import INPUT_SOURCE
-    from bertkit.tasks.programs import softmax
 
     spec = loaded.spec
     examples = []
@@ -472,3 +472,24 @@ def input_from_line(text: str, spec, source: str) -> Any:
 
 def echo(item: Any) -> dict[str, Any]:
     return {"text": item[0], "pair": item[1]} if isinstance(item, tuple) else {"text": item}
+
+
+def classification_metrics(spec, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """GLUE's metrics for a GLUE task; accuracy and macro F1 (classification) or Pearson,
+    Spearman and MSE (regression) otherwise — scores in percent, MSE raw; plus the mean
+    `loss`. logits (N, K)."""
+    from bertkit.evaluation import metrics as m
+
+    if spec.regression:
+        scores = logits[:, 0]
+        values = (m.glue_metrics(spec.glue_task, logits, labels) if spec.glue_task
+                  else {"pearson": m.pearson(scores, labels), "spearmanr": m.spearman(scores, labels)})
+        loss = float(np.mean((scores.astype(np.float64) - labels) ** 2))
+        return {**percentages(values), "mse": loss, "loss": loss}
+    labels = labels.astype(np.int64)
+    if spec.glue_task:
+        values = m.glue_metrics(spec.glue_task, logits, labels)
+    else:
+        predicted = logits.argmax(-1)
+        values = {"accuracy": m.accuracy(predicted, labels), "f1_macro": m.f1_score(predicted, labels, average="macro")}
+    return {**percentages(values), "loss": cross_entropy(logits, labels)}

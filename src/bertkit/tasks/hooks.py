@@ -71,10 +71,9 @@ def metrics(spec, data, outputs, id2label) -> dict[str, float]:
 
 
 def evaluation_label_map(spec, config, examples: list, origin: str) -> dict[str, int] | None:
-    """The model's label map as it is (None for a family without label names, or regression)."""
-    from bertkit.tasks.registry import get_task_family
-
-    if spec.regression or not get_task_family(spec.family).label_names:
+    """The model's label map as it is (None for regression; a family without label names never
+    gets here: `TaskFamily.evaluation_label_map`)."""
+    if spec.regression:
         return None
     if not config.has_label_names:
         raise missing_label_names(origin)

@@ -33,6 +33,8 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.tasks.records import as_text, column_index, file_kind, iter_jsonl, iter_lines, missing_field, read_table
+from bertkit.evaluation.metrics import percent
+from bertkit.tasks.scoring import cross_entropy, softmax
 
 MODEL_CLASS_NAME = "BertForMultipleChoice"
 CONTEXT_FIELDS = ("context", "question", "goal", "ctx", "sent1")
@@ -316,7 +318,6 @@ def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_mul
 
 
 def metrics(spec, data, outputs, id2label) -> dict[str, float]:
-    from bertkit.tasks.programs import multiple_choice_metrics
 
     return multiple_choice_metrics(data, outputs)
 
@@ -340,7 +341,6 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
     """{"context": ..., "choices": [...]} or (context, [choices]) -> the chosen index, its
     probability and every choice's."""
     from bertkit.tasks.hooks import INPUT_SOURCE
-    from bertkit.tasks.programs import softmax
 
     examples = []
     for i, item in enumerate(batch):
@@ -372,3 +372,14 @@ def inputs_from_file(path: str, spec) -> list[Any] | None:
 
 def echo(item: Any) -> dict[str, Any]:
     return {"context": item[0], "choices": list(item[1])}
+
+
+def multiple_choice_metrics(data, outputs: list[np.ndarray]) -> dict[str, float]:
+    from bertkit.evaluation.metrics import accuracy
+
+    widths = {len(o) for o in outputs}
+    if len(widths) > 1:
+        raise BertkitError(f"{data.path}: examples with different numbers of choices")
+    logits = np.stack(outputs)  # (N, C)
+    labels = np.asarray([f["labels"] for f in data.features], dtype=np.int64)
+    return {"accuracy": percent(accuracy(logits.argmax(-1), labels)), "loss": cross_entropy(logits, labels)}

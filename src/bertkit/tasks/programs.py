@@ -50,8 +50,9 @@ from torch import nn
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
-from bertkit.evaluation.metrics import percent, percentages
+from bertkit.evaluation.metrics import percent
 from bertkit.model.families import model_inputs
+from bertkit.tasks.qa import qa_metrics
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 from bertkit.training.program import TrainingProgram
 
@@ -184,18 +185,6 @@ def run_features(
     return outputs  # type: ignore[return-value]
 
 
-def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Mean cross-entropy of logits (N, K) against class ids (N,), in float64."""
-    logits = np.asarray(logits, dtype=np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    return float(-log_probs[np.arange(len(labels)), labels].mean())
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.asarray(logits, dtype=np.float64) - np.max(logits, axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
 
 
 # ---------------------------------------------------------------------------- base program
@@ -420,26 +409,6 @@ class ClassificationProgram(TaskProgram):
 
 
 
-def classification_metrics(spec: TaskSpec, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """GLUE's metrics for a GLUE task; accuracy and macro F1 (classification) or Pearson,
-    Spearman and MSE (regression) otherwise — scores in percent, MSE raw; plus the mean
-    `loss`. logits (N, K)."""
-    from bertkit.evaluation import metrics as m
-
-    if spec.regression:
-        scores = logits[:, 0]
-        values = (m.glue_metrics(spec.glue_task, logits, labels) if spec.glue_task
-                  else {"pearson": m.pearson(scores, labels), "spearmanr": m.spearman(scores, labels)})
-        loss = float(np.mean((scores.astype(np.float64) - labels) ** 2))
-        return {**percentages(values), "mse": loss, "loss": loss}
-    labels = labels.astype(np.int64)
-    if spec.glue_task:
-        values = m.glue_metrics(spec.glue_task, logits, labels)
-    else:
-        predicted = logits.argmax(-1)
-        values = {"accuracy": m.accuracy(predicted, labels), "f1_macro": m.f1_score(predicted, labels, average="macro")}
-    return {**percentages(values), "loss": cross_entropy(logits, labels)}
-
 
 # ---------------------------------------------------------------------------- tagging
 
@@ -490,22 +459,6 @@ class TaggingProgram(TaskProgram):
 
 
 
-def tagging_metrics(data: TaskData, outputs: list[np.ndarray], id2label: dict[int, str]) -> dict[str, float]:
-    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules) and token
-    accuracy over words, in percent, and the mean loss over the labelled first sub-tokens."""
-    from bertkit.evaluation import seqeval
-    from bertkit.tasks.tagging import predictions_to_tags
-
-    predicted = predictions_to_tags(data.examples, data.features, [o.argmax(-1) for o in outputs], id2label,
-                                    data.scheme or "IOB2")
-    gold = [ex.tags for ex in data.examples]
-    scores = seqeval.precision_recall_f1(predicted, gold)
-    logits = np.concatenate([o for o in outputs])  # (tokens, K)
-    labels = np.concatenate([f["labels"] for f in data.features])
-    tagged = labels != -100
-    loss = cross_entropy(logits[tagged], labels[tagged]) if tagged.any() else 0.0
-    return {**percentages(scores), "accuracy": percent(seqeval.accuracy_score(predicted, gold)), "loss": loss}
-
 
 # ---------------------------------------------------------------------------- multiple choice
 
@@ -532,16 +485,6 @@ class MultipleChoiceProgram(TaskProgram):
                                f"(PIQA) go beside it as {name}-labels.lst, or give --train-labels / --dev-labels "
                                "(evaluate: --labels) FILE")
 
-
-def multiple_choice_metrics(data: TaskData, outputs: list[np.ndarray]) -> dict[str, float]:
-    from bertkit.evaluation.metrics import accuracy
-
-    widths = {len(o) for o in outputs}
-    if len(widths) > 1:
-        raise BertkitError(f"{data.path}: examples with different numbers of choices")
-    logits = np.stack(outputs)  # (N, C)
-    labels = np.asarray([f["labels"] for f in data.features], dtype=np.int64)
-    return {"accuracy": percent(accuracy(logits.argmax(-1), labels)), "loss": cross_entropy(logits, labels)}
 
 
 # ---------------------------------------------------------------------------- question answering
@@ -611,47 +554,7 @@ class QuestionAnsweringProgram(TaskProgram):
         dataclasses.replace(self.spec, null_threshold=float(self.last_threshold)).save(directory)
 
 
-def qa_answers(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray], null_threshold: float | None = None):
-    """`bertkit.tasks.qa.postprocess` of per-window (T_i, 2) start / end logits."""
-    from bertkit.tasks.qa import postprocess
 
-    return postprocess(data.examples, data.features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
-                       n_best_size=spec.n_best_size, max_answer_length=spec.max_answer_length,
-                       version=spec.squad_version or 1,
-                       null_threshold=spec.null_threshold if null_threshold is None else null_threshold)
-
-
-def qa_metrics(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray],
-               tune_threshold: bool = True) -> tuple[dict[str, float], float]:
-    """Official SQuAD scores (percent) and the v2.0 null threshold used.
-
-    v1.1: {"exact_match", "f1"}, with the answer rule of `qa_answer_metric` (KorQuAD
-    1.0's for a KorQuAD file). v2.0: the official evaluate-v2.0 keys with the best
-    non-null answers and their null-score differences as the no-answer scores; "exact"
-    and "f1" at the threshold — tuned on `data` (best dev F1) or the spec's."""
-    from bertkit.evaluation.squad import evaluate_squad
-    from bertkit.tasks.qa import best_null_threshold, to_squad_dataset
-
-    answers = qa_answers(spec, data, outputs)
-    dataset = to_squad_dataset(data.examples)
-    metric = qa_answer_metric(spec, data).name
-    if (spec.squad_version or 1) == 1:
-        return evaluate_squad(dataset, answers.predictions, version=1, metric=metric), spec.null_threshold
-    threshold = spec.null_threshold
-    if tune_threshold:
-        threshold = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts).threshold
-    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold,
-                            metric=metric)
-    return values, threshold
-
-
-def qa_answer_metric(spec: TaskSpec, data: TaskData):
-    """The answer rule (`bertkit.evaluation.squad.AnswerMetric`) scoring `data`: the spec's
-    `qa_metric`, else the one the file's version string asks for."""
-    from bertkit.evaluation.squad import resolve_answer_metric
-
-    version = data.examples[0].dataset_version if data.examples else None
-    return resolve_answer_metric(spec.qa_metric, version)
 
 
 def get_program(family: str) -> type[TaskProgram]:

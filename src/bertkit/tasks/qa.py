@@ -547,7 +547,6 @@ def head_config(config, spec, labels: list[str] | None):
 def metrics(spec, data, outputs, id2label) -> dict[str, float]:
     """The official scores at the spec's no-answer threshold (`bertkit evaluate`; dev
     evaluation during training tunes it: QuestionAnsweringProgram.metrics)."""
-    from bertkit.tasks.programs import qa_metrics
 
     return qa_metrics(spec, data, outputs, tune_threshold=False)[0]
 
@@ -561,7 +560,6 @@ def report_details(spec, dev) -> dict[str, str]:
     """With a dev set: the line naming the answer rule that scored it (SQuAD's or KorQuAD 1.0's)."""
     if dev is None:
         return {}
-    from bertkit.tasks.programs import qa_answer_metric
 
     rule = qa_answer_metric(spec, dev)
     version = dev.examples[0].dataset_version if dev.examples else None
@@ -591,7 +589,6 @@ def write_dev_predictions(spec, dev, outputs, output_dir: Path) -> None:
     if outputs is None or dev is None:
         return
     from bertkit.atomic import write_text_atomic
-    from bertkit.tasks.programs import qa_answers, qa_metrics
 
     _, threshold = qa_metrics(spec, dev, outputs)
     answers = qa_answers(spec, dev, outputs, null_threshold=threshold)
@@ -624,7 +621,6 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
     import dataclasses
 
     from bertkit.tasks.hooks import INPUT_SOURCE
-    from bertkit.tasks.programs import qa_answers
 
     spec = dataclasses.replace(loaded.spec, max_seq_length=max_seq_length)
     examples = []
@@ -681,3 +677,44 @@ def input_from_line(text: str, spec, source: str) -> Any:
 
 def echo(item: Any) -> dict[str, Any]:
     return {"question": item[0], "context": item[1]}
+
+
+def qa_answers(spec, data, outputs: list[np.ndarray], null_threshold: float | None = None):
+    """`bertkit.tasks.qa.postprocess` of per-window (T_i, 2) start / end logits."""
+
+    return postprocess(data.examples, data.features, [o[:, 0] for o in outputs], [o[:, 1] for o in outputs],
+                       n_best_size=spec.n_best_size, max_answer_length=spec.max_answer_length,
+                       version=spec.squad_version or 1,
+                       null_threshold=spec.null_threshold if null_threshold is None else null_threshold)
+
+
+def qa_metrics(spec, data, outputs: list[np.ndarray],
+               tune_threshold: bool = True) -> tuple[dict[str, float], float]:
+    """Official SQuAD scores (percent) and the v2.0 null threshold used.
+
+    v1.1: {"exact_match", "f1"}, with the answer rule of `qa_answer_metric` (KorQuAD
+    1.0's for a KorQuAD file). v2.0: the official evaluate-v2.0 keys with the best
+    non-null answers and their null-score differences as the no-answer scores; "exact"
+    and "f1" at the threshold — tuned on `data` (best dev F1) or the spec's."""
+    from bertkit.evaluation.squad import evaluate_squad
+
+    answers = qa_answers(spec, data, outputs)
+    dataset = to_squad_dataset(data.examples)
+    metric = qa_answer_metric(spec, data).name
+    if (spec.squad_version or 1) == 1:
+        return evaluate_squad(dataset, answers.predictions, version=1, metric=metric), spec.null_threshold
+    threshold = spec.null_threshold
+    if tune_threshold:
+        threshold = best_null_threshold(data.examples, answers.null_diffs, answers.best_texts).threshold
+    values = evaluate_squad(dataset, answers.best_texts, answers.null_diffs, version=2, na_prob_thresh=threshold,
+                            metric=metric)
+    return values, threshold
+
+
+def qa_answer_metric(spec, data):
+    """The answer rule (`bertkit.evaluation.squad.AnswerMetric`) scoring `data`: the spec's
+    `qa_metric`, else the one the file's version string asks for."""
+    from bertkit.evaluation.squad import resolve_answer_metric
+
+    version = data.examples[0].dataset_version if data.examples else None
+    return resolve_answer_metric(spec.qa_metric, version)

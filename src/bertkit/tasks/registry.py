@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from bertkit.errors import ConfigError
+from bertkit.tasks import hooks
 
 # the built-in families' names: spelled here only
 CLASSIFICATION = "classification"
@@ -80,11 +81,17 @@ class TaskFamily:
 
     def hook(self, name: str) -> Callable[..., Any]:
         """The family module's `name` hook, or the default of bertkit.tasks.hooks."""
-        from bertkit.tasks import hooks
-
         if name not in hooks.HOOKS:
             raise AttributeError(f"no task-family hook {name!r} (hooks: {', '.join(hooks.HOOKS)})")
         return getattr(self.load_module(), name, None) or getattr(hooks, name)
+
+
+    def evaluation_label_map(self, spec, config, examples: list, origin: str) -> dict[str, int] | None:
+        """The model's label -> id map checked against the file's labels (the family's
+        `evaluation_label_map` hook); None for a family whose models carry no label names."""
+        if not self.label_names:
+            return None
+        return self.hook("evaluation_label_map")(spec, config, examples, origin)
 
 
 TASK_FAMILIES: dict[str, TaskFamily] = {}

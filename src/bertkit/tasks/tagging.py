@@ -39,6 +39,8 @@ from bertkit.data.instances import IGNORE_INDEX
 from bertkit.errors import BertkitError
 from bertkit.evaluation.seqeval import iob1_to_iob2, iob2_to_iob1, split_tag
 from bertkit.tasks.records import iter_lines
+from bertkit.evaluation.metrics import percent, percentages
+from bertkit.tasks.scoring import cross_entropy, softmax
 
 MODEL_CLASS_NAME = "BertForTokenClassification"
 DOCSTART = "-DOCSTART-"
@@ -330,7 +332,6 @@ def spec_from_config(config) -> dict[str, Any]:
 
 
 def metrics(spec, data, outputs, id2label) -> dict[str, float]:
-    from bertkit.tasks.programs import tagging_metrics
 
     return tagging_metrics(data, outputs, id2label)
 
@@ -371,7 +372,6 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
     words and their tags (in the scheme the model was trained on)."""
     from bertkit.evaluation.seqeval import get_entities
     from bertkit.tasks.hooks import INPUT_SOURCE
-    from bertkit.tasks.programs import softmax
 
     spec = loaded.spec
     texts, words, spans = [], [], []
@@ -423,3 +423,19 @@ def input_from_record(record: dict[str, Any], spec, path: str, line_no: int, tex
 
 def echo(item: Any) -> dict[str, Any]:
     return {"text": " ".join(item)} if isinstance(item, tuple) else {"text": item}  # a tuple: pre-split words
+
+
+def tagging_metrics(data, outputs: list[np.ndarray], id2label: dict[int, str]) -> dict[str, float]:
+    """Entity-level precision / recall / F1 (seqeval's default, conlleval rules) and token
+    accuracy over words, in percent, and the mean loss over the labelled first sub-tokens."""
+    from bertkit.evaluation import seqeval
+
+    predicted = predictions_to_tags(data.examples, data.features, [o.argmax(-1) for o in outputs], id2label,
+                                    data.scheme or "IOB2")
+    gold = [ex.tags for ex in data.examples]
+    scores = seqeval.precision_recall_f1(predicted, gold)
+    logits = np.concatenate([o for o in outputs])  # (tokens, K)
+    labels = np.concatenate([f["labels"] for f in data.features])
+    tagged = labels != -100
+    loss = cross_entropy(logits[tagged], labels[tagged]) if tagged.any() else 0.0
+    return {**percentages(scores), "accuracy": percent(seqeval.accuracy_score(predicted, gold)), "loss": loss}

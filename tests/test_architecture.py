@@ -1,0 +1,114 @@
+"""The layering written in docs/architecture.md, kept: every import inside src/bertkit runs
+to the importer's own layer or a lower one, and no group of modules imports itself round in
+a cycle. The layer table is read from the doc's ```layers block, so the doc and the test
+cannot drift apart."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "bertkit"
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def read_layers() -> dict[str, int]:
+    """Top-level unit of bertkit (a module or a package) -> its layer number (1 = top)."""
+    block = re.search(r"```layers\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert block, f"{DOC}: no ```layers block"
+    layers: dict[str, int] = {}
+    for line in block.group(1).splitlines():
+        match = re.match(r"\s*(\d+)\s+[^:]+:\s*(.+)", line)
+        if match:
+            for unit in re.split(r"[,\s]+", match.group(2).strip()):
+                if unit:
+                    layers[unit] = int(match.group(1))
+    return layers
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """bertkit modules `path` imports (absolute or relative, at any depth of the file)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "bertkit"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "bertkit":
+                # `from bertkit.tasks import hooks` imports the module bertkit.tasks.hooks
+                found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names}
+    return found
+
+
+MODULES = {module_name(p) for p in PACKAGE.rglob("*.py")}
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "bertkit"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """unit -> units it imports (self-imports left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        unit = unit_of(module_name(path))
+        graph.setdefault(unit, set()).update(unit_of(m) for m in imported_modules(path))
+    for unit, targets in graph.items():
+        targets.discard(unit)
+    return graph
+
+
+def test_every_unit_has_a_written_layer():
+    layers, graph = read_layers(), import_graph()
+    missing = sorted(set(graph) - set(layers) - {"bertkit"})
+    assert not missing, f"units without a layer in {DOC.name}: {missing}"
+
+
+def test_no_import_runs_up_the_layers():
+    layers, graph = read_layers(), import_graph()
+    upward = sorted(f"{unit} (layer {layers[unit]}) -> {target} (layer {layers[target]})"
+                    for unit, targets in graph.items() if unit in layers
+                    for target in targets if target in layers and layers[target] < layers[unit])
+    assert not upward, "imports that run up the layer order:\n" + "\n".join(upward)
+
+
+def test_no_import_cycle_between_modules():
+    """Cycles at module level (the unit check above cannot see one inside a layer)."""
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        graph[name] = {m for m in imported_modules(path) if m in MODULES and m != name}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
