@@ -86,13 +86,14 @@ def read_tsv(task: str, path: Path) -> tuple[list[str], list[str] | None, list[i
 
 
 def glue_scores(logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Accuracy and F1 of class 1 (GLUE's MRPC F1), computed here independently of bertkit."""
+    """Accuracy and F1 of class 1 (GLUE's MRPC F1) in percent, as bertkit reports them, computed
+    here independently of bertkit."""
     predicted = logits.argmax(-1)
     tp = float(((predicted == 1) & (labels == 1)).sum())
     fp = float(((predicted == 1) & (labels == 0)).sum())
     fn = float(((predicted == 0) & (labels == 1)).sum())
     f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-    return {"accuracy": float((predicted == labels).mean()), "f1": f1}
+    return {"accuracy": 100 * float((predicted == labels).mean()), "f1": 100 * f1}
 
 
 # ---------------------------------------------------------------------------- the two sides
@@ -185,10 +186,10 @@ def _summary(system: str, task: str, metric: str, evals: list[dict], clock: Cloc
     keys = ("f1", "accuracy") if metric == "f1" else ("accuracy",)  # GLUE's metrics of the task
     return {
         "system": system, "task": task, "metric": metric, "steps": steps,
-        "best": {k: round(100 * best[k], 2) for k in keys},
+        "best": {k: round(best[k], 2) for k in keys},  # both sides' scores in percent
         "best_epoch": evals.index(best) + 1,
-        "last": {k: round(100 * last[k], 2) for k in keys},
-        "per_epoch_" + metric: [round(100 * e[metric], 2) for e in evals],
+        "last": {k: round(last[k], 2) for k in keys},
+        "per_epoch_" + metric: [round(e[metric], 2) for e in evals],
         "wall_s": round(clock.wall, 1), "cpu_s": round(clock.cpu, 1), "loop_s": round(loop_seconds, 1),
         "load_before": round(clock.load_before, 2), "load_after": round(clock.load_after, 2),
     }

@@ -104,9 +104,8 @@ def score(model_dir: Path, task: str, test: Path, args) -> dict[str, float]:
     if task == "squad":
         overrides.update(doc_stride=args.doc_stride, max_query_length=args.max_query_length)
     metrics = evaluate(model_dir, test, batch_size=64, **overrides)
-    percent = 1 if task == "squad" else 100  # the official SQuAD scores are percentages already
-    return {k: round(percent * v, 2) for k, v in metrics.items() if k in ("f1", "accuracy", "exact_match",
-                                                                          "precision", "recall")}
+    return {k: round(v, 2) for k, v in metrics.items()  # every score in percent already
+            if k in ("f1", "accuracy", "exact_match", "precision", "recall")}
 
 
 # ---------------------------------------------------------------------------- the two sides
