@@ -132,25 +132,28 @@ def run_bertkit(task: str, train: Path, dev: Path, model_dir: str, out: Path, ar
     return _summary("bertkit", task, metric, evals, clock, run.seconds, run.result.step)
 
 
+class RowDataset(torch.utils.data.Dataset):
+    """A list of encoded rows (dicts) as the torch Dataset HF's Trainer and DataLoader take."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return self.rows[i]
+
+
 def run_transformers(task: str, train: Path, dev: Path, model_dir: str, out: Path, args) -> dict:
     import transformers
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, Trainer, TrainingArguments,
                               set_seed)
 
-    class Rows(torch.utils.data.Dataset):
-        def __init__(self, rows):
-            self.rows = rows
-
-        def __len__(self):
-            return len(self.rows)
-
-        def __getitem__(self, i):
-            return self.rows[i]
-
     def encode(tokenizer, path):
         texts, pairs, labels = read_tsv(task, path)
         enc = tokenizer(texts, pairs, truncation=True, max_length=128)
-        return Rows([{**{k: enc[k][i] for k in enc}, "labels": labels[i]} for i in range(len(labels))])
+        return RowDataset([{**{k: enc[k][i] for k in enc}, "labels": labels[i]} for i in range(len(labels))])
 
     def compute_metrics(prediction):
         return glue_scores(np.asarray(prediction.predictions), np.asarray(prediction.label_ids))

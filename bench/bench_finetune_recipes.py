@@ -49,7 +49,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "experiments"))
-from bench_finetune import Clock, _commit, cut_train  # noqa: E402
+from bench_finetune import Clock, RowDataset, _commit, cut_train  # noqa: E402
 from common import data_dir  # noqa: E402
 
 # task -> (bertkit family, headline metric)
@@ -141,7 +141,7 @@ def run_transformers(task: str, train: Path, fields: dict, model_dir: str, out: 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model, rows, collator = {"ner": _hf_ner, "sst2": _hf_sst2, "squad": _hf_squad}[task](tokenizer, train,
                                                                                          model_dir, args)
-    loader = torch.utils.data.DataLoader(_Rows(rows), batch_size=args.batch_size, shuffle=True, collate_fn=collator,
+    loader = torch.utils.data.DataLoader(RowDataset(rows), batch_size=args.batch_size, shuffle=True, collate_fn=collator,
                                          generator=torch.Generator().manual_seed(seed))
     decay = {n for n in get_parameter_names(model, [torch.nn.LayerNorm]) if "bias" not in n}
     groups = [{"params": [p for n, p in model.named_parameters() if n in decay], "weight_decay": 0.01},
@@ -160,17 +160,6 @@ def run_transformers(task: str, train: Path, fields: dict, model_dir: str, out: 
     model.save_pretrained(out / "final")
     tokenizer.save_pretrained(out / "final")
     return out / "final", {"steps": total}
-
-
-class _Rows(torch.utils.data.Dataset):
-    def __init__(self, rows):
-        self.rows = rows
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __getitem__(self, i):
-        return self.rows[i]
 
 
 def _hf_ner(tokenizer, train: Path, model_dir: str, args):
