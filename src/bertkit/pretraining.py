@@ -58,6 +58,13 @@ class PretrainConfig(TrainingConfig):
         names = {f.name for f in dataclasses.fields(TrainingConfig)}
         return TrainingConfig(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
 
+    def masking_config(self):
+        """The run's masking (bertkit.data.masking.MaskingConfig), for the objectives that mask."""
+        from bertkit.data.masking import MaskingConfig
+
+        return MaskingConfig(mlm_probability=self.mlm_probability, strategy=self.masking,
+                             max_predictions_per_seq=self.max_predictions_per_seq)
+
 
 def build_config(values: dict[str, Any], overrides: dict[str, str], source: str = "config") -> PretrainConfig:
     """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`,
@@ -127,7 +134,6 @@ def resume_pretraining(output_dir: str | Path, values: dict[str, Any] | None = N
 
 def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify: Notify | None):
     from bertkit.data.dataset import PretrainingDataset
-    from bertkit.data.masking import MaskingConfig
     from bertkit.objectives import get_objective
     from bertkit.objectives.base import preset_config
     from bertkit.training.run import run_training
@@ -158,9 +164,7 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
         model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
                                      config_class=objective_cls.config_class)
         model = objective_cls.build_model(model_config, **options)
-    masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
-                            max_predictions_per_seq=config.max_predictions_per_seq)
-    objective = objective_cls(model, train, eval_data, masking, config.seed, eval_seed=config.eval_seed, **options)
+    objective = objective_cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)
     notes = []
     if checkpoint is None and config.init_from:
         notes.append(fresh_weights_note(type(model).__name__, config.init_from, fresh))

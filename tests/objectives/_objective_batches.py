@@ -34,8 +34,6 @@ CASES = {
 TRAIN_DRAWS = [(42, 0), (42, 1), (7, 0)]  # (seed, epoch) of the recorded training batches
 TRAIN_INDICES = [0, 3, 8, 13]
 EVAL_INDICES = [0, 1, 2, 3]
-TINY = {"model.hidden_size": "32", "model.num_hidden_layers": "2", "model.num_attention_heads": "2",
-        "model.intermediate_size": "64", "model.max_position_embeddings": "72"}
 
 
 def build_data(root: Path, instance_format: str, masking: str) -> Path:
@@ -56,32 +54,12 @@ def build_data(root: Path, instance_format: str, masking: str) -> Path:
     return data
 
 
-def make_objective(name: str, data: Path, seed: int, fields: dict[str, str]):
-    """Objective `name` of a run with `seed` on `data`, constructed as a pre-training run does."""
-    import torch
-
-    from bertkit.data.dataset import PretrainingDataset
-    from bertkit.data.masking import MaskingConfig
-    from bertkit.objectives import get_objective
-    from bertkit.objectives.base import preset_config
-    from bertkit.pretraining import build_config
-
-    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
-                           "seed": seed}, {**TINY, **fields})
-    cls = get_objective(name)
-    train, eval_data = PretrainingDataset.open(data, "train"), PretrainingDataset.open(data, "eval")
-    info = train.info
-    options = cls.run_options(config)
-    torch.manual_seed(0)
-    model = cls.build_model(preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
-                                          config.model, config_class=cls.config_class), **options)
-    masking = MaskingConfig(mlm_probability=config.mlm_probability, strategy=config.masking,
-                            max_predictions_per_seq=config.max_predictions_per_seq)
-    return cls(model, train, eval_data, masking, config.seed, eval_seed=config.eval_seed, **options)
 
 
 def case_batches(case: str, root: Path) -> dict[str, np.ndarray]:
     """Every recorded batch of `case`, flattened to "train-{seed}-{epoch}/{key}" and "eval/{key}" arrays."""
+    from _successor_data import make_objective
+
     name, instance_format, masking, fields = CASES[case]
     data = build_data(root, instance_format, masking)
     arrays: dict[str, np.ndarray] = {}

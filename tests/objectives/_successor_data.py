@@ -53,3 +53,29 @@ def check_finetunes_as_bert(objective: str, data: Path, run: Path, architecture:
     assert json.loads((best / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
     _, info = transformers.BertForSequenceClassification.from_pretrained(best, output_loading_info=True)
     assert not info["missing_keys"]
+
+
+TINY_FIELDS = {"model.hidden_size": "32", "model.num_hidden_layers": "2", "model.num_attention_heads": "2",
+               "model.intermediate_size": "64", "model.max_position_embeddings": "72"}
+
+
+def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | None = None):
+    """Objective `name` of a tiny run with `seed` (and `--set` `fields`) on `data`, constructed as a
+    pre-training run does, with weights that do not depend on `seed`."""
+    import torch
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.objectives import get_objective
+    from bertkit.objectives.base import preset_config
+    from bertkit.pretraining import build_config
+
+    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
+                           "seed": seed}, {**TINY_FIELDS, **(fields or {})})
+    cls = get_objective(name)
+    train, eval_data = PretrainingDataset.open(data, "train"), PretrainingDataset.open(data, "eval")
+    info = train.info
+    options = cls.run_options(config)
+    torch.manual_seed(0)
+    model = cls.build_model(preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
+                                          config.model, config_class=cls.config_class), **options)
+    return cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)

@@ -91,7 +91,7 @@ def data_dirs(tmp_path_factory):
 
 
 def test_masker_is_a_tool_of_the_masking_objectives_only(data_dirs):
-    from _objective_batches import make_objective
+    from _successor_data import make_objective
 
     ltr = make_objective("ltr", data_dirs["nsp"], 1, {})
     assert not isinstance(ltr, MaskedLMObjective) and not hasattr(ltr, "masker")
