@@ -18,7 +18,9 @@ class ServeConfig:
     """host/port: where uvicorn listens. Batching: a batch holds at most `max_batch_tokens`
     real tokens (the sum over its inputs: the unpadded forward's cost) and
     `max_batch_requests` requests; the first request of a batch waits at most
-    `max_wait_ms` for others to join. Admission: `max_queue` requests waiting (more get
+    `max_wait_ms` for others to join (default 0: no wait — requests arriving while a
+    batch runs form the next one, so a lone request pays no wait and a loaded server
+    still runs full batches). Admission: `max_queue` requests waiting (more get
     429), `max_client_batch_size` inputs per request, `max_body_bytes` per request body.
     `truncate`: inputs longer than the model's limit are cut (True) or refused (False).
     `precision`: what the inference loaders are asked for (fp32, int8, bf16)."""
@@ -27,7 +29,7 @@ class ServeConfig:
     port: int = 8080
     max_batch_tokens: int = 16384
     max_batch_requests: int = 64
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 0.0
     max_queue: int = 512
     max_client_batch_size: int = 32
     max_body_bytes: int = 2 * 1024 * 1024
