@@ -12,7 +12,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from conftest import running_server
+from _serving import running_server
 
 import bertkit
 from bertkit.errors import BertkitError

@@ -8,7 +8,7 @@ import base64
 import httpx
 import numpy as np
 import pytest
-from conftest import LABELS, running_server
+from _serving import LABELS, running_server
 
 import bertkit
 from bertkit.inference.loading import load_encoder, load_masked_lm
