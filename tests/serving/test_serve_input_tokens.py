@@ -41,3 +41,4 @@ def test_windowing_families_are_never_cut(tokenizer):
     assert tokens("tagging", tokenizer, long_text, 16) == (102, False)
     assert tokens("qa", tokenizer, {"question": "Why?", "context": long_text}, 16) == (104, False)
     assert tokens("classification", tokenizer, 42, 16)[1] is False  # not an input of the family: predict says so
+

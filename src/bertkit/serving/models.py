@@ -73,20 +73,27 @@ class ServedModel:
         from bertkit.inference.sentence_modules import read_sentence_modules
         from bertkit.model.families import family_of
 
+        from bertkit.tasks.feature_tagger import is_feature_tagger
+
         directory = Path(directory)
-        if not (directory / "config.json").is_file():
-            raise BertkitError(f"--model {directory}: no config.json (expected a checkpoint directory)")
-        family_of(directory)  # an unknown model_type fails here, in one line
+        tagger = is_feature_tagger(directory)  # its folder holds the tagger; config.json is its encoder's
+        if not tagger:
+            if not (directory / "config.json").is_file():
+                raise BertkitError(f"--model {directory}: no config.json (expected a checkpoint directory)")
+            family_of(directory)  # an unknown model_type fails here, in one line
         missing = {}
         task = masked_lm = None
         if is_finetuned(directory):
             task = load_finetuned(directory, DEVICE, **loader_options(load_finetuned, precision))
         else:
             missing["task"] = f"{directory} is not a fine-tuned model (no task head); fine-tune it with `bertkit finetune`"
-        try:
-            masked_lm = load_masked_lm(directory, DEVICE, **loader_options(load_masked_lm, precision))
-        except BertkitError as exc:
-            missing["masked_lm"] = str(exc)
+        if tagger:
+            missing["masked_lm"] = f"{directory} is a feature-based tagger (no MLM head)"
+        else:
+            try:
+                masked_lm = load_masked_lm(directory, DEVICE, **loader_options(load_masked_lm, precision))
+            except BertkitError as exc:
+                missing["masked_lm"] = str(exc)
         base = task or masked_lm
         if base is not None and hasattr(base.backbone, "embeddings"):  # share the weights already loaded
             encoder = LoadedModel(directory, base.model, base.tokenizer,
