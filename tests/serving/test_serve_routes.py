@@ -163,6 +163,7 @@ def test_no_truncate_server_refuses_long_inputs(model_dirs):
     ("/embed", {"inputs": [" ".join(["word"] * 60)] * 8}, 413, "more than max_batch_tokens=300"),
     ("/fill-mask", {"inputs": ["no mask here"]}, 422, "inputs[0]: no [MASK] token"),
     ("/fill-mask", {"inputs": ["a [MASK]"], "top_k": 0}, 422, "top_k: expected an integer in 1..100"),
+    ("/fill-mask", {"inputs": ["a [MASK]", LONG + " [MASK]"]}, 422, "inputs[1] has no [MASK] token within the first 64"),
     ("/v1/embeddings", {"input": [[1, 2, 3]]}, 422, "token-id arrays are not supported"),
     ("/v1/embeddings", {"input": "a", "encoding_format": "hex"}, 422, "encoding_format: expected one of float, base64"),
     ("/v1/embeddings", {"input": "a", "dimensions": 8}, 422, "dimensions: this model's embeddings have 32"),

@@ -17,7 +17,6 @@ loop measures and tokenizes with its own copy (`tokenizer`).
 
 from __future__ import annotations
 
-import copy
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +73,7 @@ class ServedModel:
         from bertkit.model.families import family_of
 
         from bertkit.tasks.feature_tagger import is_feature_tagger
+        from bertkit.tokenization import Tokenizer
 
         directory = Path(directory)
         tagger = is_feature_tagger(directory)  # its folder holds the tagger; config.json is its encoder's
@@ -100,7 +100,7 @@ class ServedModel:
                                   sentence_modules=read_sentence_modules(directory))
         else:
             encoder = load_encoder(directory, DEVICE, **loader_options(load_encoder, precision))
-        tokenizer = copy.deepcopy(encoder.tokenizer)
+        tokenizer = Tokenizer.from_pretrained(directory)  # the event loop's own (module docstring)
         return cls(directory, precision, task, encoder, masked_lm, tokenizer, missing)
 
     # ------------------------------------------------------------------ what it serves

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse
 
 from bertkit.errors import BertkitError
 from bertkit.serving import requests as body_fields
@@ -68,10 +68,12 @@ async def run_batched(state, route: str, task: str, items: list, sizes: list[tup
 
 
 def _input_indices(message: str) -> str:
-    """`<input>:3` (a predict hook's 1-based source) -> `inputs[2]`, as the request names it."""
+    """`<input>:3` (a predict hook's 1-based source) and `texts[2]` (fill_mask's) -> `inputs[2]`,
+    as the request names it (a failing request runs alone, so the indices are its own)."""
     from bertkit.tasks.hooks import INPUT_SOURCE
 
-    return re.sub(re.escape(INPUT_SOURCE) + r":(\d+)", lambda m: f"inputs[{int(m.group(1)) - 1}]", message)
+    message = re.sub(re.escape(INPUT_SOURCE) + r":(\d+)", lambda m: f"inputs[{int(m.group(1)) - 1}]", message)
+    return re.sub(r"\btexts\[", "inputs[", message)
 
 
 def text_sizes(state, texts: list[str], limit: int) -> list[tuple[int, bool]]:
