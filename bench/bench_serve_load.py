@@ -19,6 +19,7 @@ client, latency within 10% of the direct call.
 
   python bench/bench_serve_load.py                                   # the full run
   python bench/bench_serve_load.py --clients 1 8 --requests 16 --seconds 5   # a quick check
+  python bench/bench_serve_load.py --serve-flags "--max-wait-ms 2"           # bertkit serve with other flags
 """
 
 from __future__ import annotations
@@ -205,6 +206,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads of each server")
     parser.add_argument("--workloads", nargs="+", default=["embed", "classify"], choices=["embed", "classify"])
     parser.add_argument("--classifier", help="a fine-tuned MiniLM classifier (default: MiniLM + a fresh head)")
+    parser.add_argument("--serve-flags", default="", help='more `bertkit serve` flags, e.g. "--max-wait-ms 2"')
     parser.add_argument("--serve-baseline", nargs=3, metavar=("MODEL", "TASK", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -244,7 +246,8 @@ def main() -> None:
                   f"{'req/s':>8} | {'req/s ratio':>11} {'p99 ratio':>9} | {'requests/batch':>14}")
             results = {}
             for name, command in (
-                ("bertkit", [sys.executable, "-m", "bertkit", "serve", "--model", model_dir, "--log-level", "warning"]),
+                ("bertkit", [sys.executable, "-m", "bertkit", "serve", "--model", model_dir, "--log-level", "warning",
+                             *args.serve_flags.split()]),
                 ("baseline", [sys.executable, __file__, "--serve-baseline", model_dir,
                               "embed" if workload == "embed" else "classify"]),
             ):
