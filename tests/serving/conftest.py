@@ -33,7 +33,7 @@ def model_dirs(tmp_path_factory, minilm_dir) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def mlm_server(model_dirs):
-    with running_server(model_dirs["mlm"], max_client_batch_size=8, max_body_bytes=4096,
+    with running_server(model_dirs["mlm"], max_client_batch_size=8, max_body_bytes=8192,
                         max_batch_tokens=300) as served:
         yield served
 

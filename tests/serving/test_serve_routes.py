@@ -150,6 +150,8 @@ def test_no_truncate_server_refuses_long_inputs(model_dirs):
 @pytest.mark.parametrize("path, body, status, names", [
     ("/embed", b"{not json", 400, "not valid JSON"),
     ("/embed", b"", 400, "empty"),
+    ("/embed", b'{"inputs": "\xff"}', 400, "not valid JSON"),
+    ("/embed", b"[" * 3000 + b"]" * 3000, 400, "nested too deeply"),
     ("/embed", b"[1, 2]", 422, "expected a JSON object"),
     ("/embed", {}, 422, "inputs: required field missing"),
     ("/embed", {"inputs": 3}, 422, "inputs: expected a string or a list of strings, got a number"),
@@ -157,7 +159,7 @@ def test_no_truncate_server_refuses_long_inputs(model_dirs):
     ("/embed", {"inputs": []}, 422, "inputs: empty list"),
     ("/embed", {"inputs": ["a", "  "]}, 422, "inputs[1]: empty text"),
     ("/embed", {"inputs": ["a"] * 9}, 413, "9 inputs, more than max_client_batch_size=8"),
-    ("/embed", {"inputs": ["x" * 5000]}, 413, "more than max_body_bytes=4096"),
+    ("/embed", {"inputs": ["x" * 9000]}, 413, "more than max_body_bytes=8192"),
     ("/embed", {"inputs": ["a"], "pooling": "cls"}, 422, "pooling: unknown field"),
     ("/embed", {"inputs": ["a"], "normalize": "yes"}, 422, "normalize: expected true or false"),
     ("/embed", {"inputs": [" ".join(["word"] * 60)] * 8}, 413, "more than max_batch_tokens=300"),

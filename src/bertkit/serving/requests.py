@@ -46,6 +46,8 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
         value = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HTTPProblem(400, "bad_request", f"request body: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise HTTPProblem(400, "bad_request", "request body: JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise invalid(f"request body: expected a JSON object, got {type_name(value)}")
     return value
