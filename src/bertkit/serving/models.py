@@ -71,7 +71,6 @@ class ServedModel:
     def load(cls, directory, precision: str = "fp32") -> "ServedModel":
         from bertkit.inference.sentence_modules import read_sentence_modules
         from bertkit.model.families import family_of
-
         from bertkit.tasks.feature_tagger import is_feature_tagger
         from bertkit.tokenization import Tokenizer
 
