@@ -201,18 +201,26 @@ def test_registry_entry():
     assert bertkit.T5EncoderModel is T5EncoderModel and bertkit.T5Model is T5Model
 
 
+@pytest.mark.parametrize("targets", ["padded", "full"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_training_gradients_are_transformers(tmp_path, variant):
+def test_training_gradients_are_transformers(tmp_path, variant, targets):
     """One backward pass (train mode, dropout 0): every parameter's gradient, the shared
-    relative position bias and the tied embedding included."""
+    relative position bias and the tied embedding included. Full targets (no -100, as
+    span corruption makes them) take the fused head + loss."""
     torch.manual_seed(0)
     theirs = transformers.T5ForConditionalGeneration(_hf_config(variant))
     theirs.save_pretrained(tmp_path)
     ours = T5ForConditionalGeneration.from_pretrained(tmp_path).train()
     theirs.train()
     batch = _batch()
-    ours(**model_inputs(ours, batch), labels=batch["labels"]).loss.backward()
-    theirs(**batch).loss.backward()
+    if targets == "full":
+        batch["labels"] = batch["labels"].masked_fill(batch["labels"] == -100, 5)
+        batch["decoder_attention_mask"] = torch.ones_like(batch["labels"])
+    ours_out, theirs_out = ours(**model_inputs(ours, batch), labels=batch["labels"]), theirs(**batch)
+    torch.testing.assert_close(ours_out.loss, theirs_out.loss, atol=TOLERANCE, rtol=TOLERANCE)
+    torch.testing.assert_close(ours_out.logits, theirs_out.logits, atol=TOLERANCE, rtol=TOLERANCE)
+    ours_out.loss.backward()
+    theirs_out.loss.backward()
     their_grads = {name: p.grad for name, p in theirs.named_parameters()}
     for name, parameter in ours.named_parameters():
         torch.testing.assert_close(parameter.grad, their_grads[name], atol=TOLERANCE, rtol=TOLERANCE, msg=name)

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import ConfigError
+from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput, ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
@@ -330,6 +331,18 @@ class T5ForConditionalGeneration(T5Model):
             decoder_hidden = decoder_hidden * self.config.d_model**-0.5
         return F.linear(decoder_hidden, self.output_embeddings())
 
+    def loss_and_logits(self, decoder_hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """decoder_hidden (B, T, d_model), labels (B, T) all real targets (span corruption's
+        fixed-length ones) -> (mean CE, logits (B, T, V)): the head and the loss fused
+        (bertkit.model.heads.decoder_cross_entropy), the logits' values unchanged."""
+        if self.config.scale_decoder_outputs:
+            decoder_hidden = decoder_hidden * self.config.d_model**-0.5
+        weight = self.output_embeddings()
+        no_bias = weight.new_zeros(weight.shape[0])  # T5's head has none
+        loss, logits = decoder_cross_entropy(decoder_hidden.reshape(-1, decoder_hidden.shape[-1]), weight, no_bias,
+                                             labels.reshape(-1))
+        return loss, logits.view(*labels.shape, -1)
+
     def forward(
         self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
@@ -343,11 +356,12 @@ class T5ForConditionalGeneration(T5Model):
             decoder_input_ids = self.shift_right(labels)
         out = self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
                                      encoder_outputs, past_key_values, use_cache, output_hidden_states)
-        logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
+        if labels is not None and bool((labels != IGNORE_INDEX).all()):
+            loss, logits = self.loss_and_logits(out.last_hidden_state, labels)
+        else:
+            logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
+            loss = None if labels is None else F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
         return Seq2SeqLMOutput(loss=loss, logits=logits, past_key_values=out.past_key_values,
                                decoder_hidden_states=out.decoder_hidden_states,
                                encoder_last_hidden_state=out.encoder_last_hidden_state,
