@@ -35,7 +35,7 @@ from torch import nn
 from bertkit.errors import ConfigError
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS
-from bertkit.model.outputs import BertModelOutput, ModelOutput
+from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.t5_layers import (
     LayerCache,
@@ -45,6 +45,7 @@ from bertkit.model.t5_layers import (
     T5LayerNorm,
     T5Stack,
 )
+from bertkit.model.task_heads import problem_type, sequence_classification_loss
 from bertkit.pretrained_config import PretrainedConfig
 
 IGNORE_INDEX = -100
@@ -381,3 +382,64 @@ class T5EncoderModel(T5PreTrainedModel):
                 output_hidden_states: bool = False, return_dict: bool = True) -> BertModelOutput:
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                             output_hidden_states=output_hidden_states)
+
+
+class T5ClassificationHead(nn.Module):
+    """transformers' T5 classification head (`dense`, `out_proj`): (B, d_model) pooled ->
+    dropout -> dense -> tanh -> dropout -> (B, num_labels)."""
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.out_proj = nn.Linear(config.d_model, config.num_labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))
+
+
+class T5EncoderForSequenceClassification(T5PreTrainedModel):
+    """T5's encoder (`transformer`, a T5EncoderModel) with a sequence classification head
+    on the mean of its final states over the real tokens (T5 has no [CLS]): the
+    `classification` task family's head for T5 checkpoints. transformers has no such
+    class (its T5ForSequenceClassification runs the decoder too), so this checkpoint loads
+    in bertkit only; its `transformer.` weights are T5EncoderModel's. Losses as
+    BertForSequenceClassification (by `problem_type`)."""
+
+    base_model_prefix = "transformer"
+    backbone_prefix = "transformer."
+    optional_prefixes = ("classification_head.",)
+
+    def __init__(self, config: T5Config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.transformer = T5EncoderModel(config)
+        self.classification_head = T5ClassificationHead(config)
+        self.init_weights()
+
+    def _init_module(self, module: nn.Module) -> None:
+        if isinstance(module, T5ClassificationHead):  # transformers' init of its T5 head
+            for linear in (module.dense, module.out_proj):
+                nn.init.normal_(linear.weight, 0.0, self.config.initializer_factor * self.config.d_model**-0.5)
+                nn.init.zeros_(linear.bias)
+        elif not isinstance(module, T5EncoderForSequenceClassification):
+            super()._init_module(module)
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, output_hidden_states: bool = False,
+                output_attentions: bool = False, return_dict: bool = True) -> SequenceClassifierOutput:
+        """input_ids, attention_mask (B, S); labels (B,) class ids, (B,) float for regression
+        or (B, K) float for multi-label -> logits (B, num_labels) and the loss."""
+        out = self.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                               output_hidden_states=output_hidden_states)
+        hidden = out.last_hidden_state  # (B, S, d_model)
+        if attention_mask is None:
+            pooled = hidden.mean(dim=1)
+        else:
+            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, S, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        logits = self.classification_head(pooled)  # (B, K)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, None)
