@@ -274,7 +274,7 @@ class T5Stack(nn.Module):
             keys = torch.arange(key_length, device=device)
             queries = torch.arange(past_length, key_length, device=device)
             keep = (keys[None, :] <= queries[:, None])[None, None]  # (1, 1, Tq, Tk)
-        if attention_mask is not None:
+        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: the bias broadcasts
             if attention_mask.shape[-1] == query_length and past_length:  # mask of the new positions only
                 attention_mask = F.pad(attention_mask, (past_length, 0), value=1)
             padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
