@@ -180,14 +180,23 @@ def test_shift_right_is_transformers():
     assert torch.equal(ours.shift_right(labels), theirs._shift_right(labels))
 
 
-def test_hidden_states_when_asked():
+def test_hidden_states_when_asked(tmp_path):
+    """Each block's input, then the final normed output: L + 1 tensors per stack, as transformers."""
     torch.manual_seed(0)
-    model = T5ForConditionalGeneration(T5Config(**SIZES)).eval()
+    theirs = transformers.T5ForConditionalGeneration(_hf_config("v1.0")).eval()
+    theirs.save_pretrained(tmp_path)
+    model = T5ForConditionalGeneration.from_pretrained(tmp_path)
     batch = _batch()
     with torch.no_grad():
         out = model(**model_inputs(model, batch), labels=batch["labels"], output_hidden_states=True)
+        reference = theirs(**batch, output_hidden_states=True)
     assert len(out.decoder_hidden_states) == 3 + 1 and len(out.encoder_hidden_states) == 2 + 1
     assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    mask, decoder_mask = batch["attention_mask"].bool(), batch["decoder_attention_mask"].bool()
+    for ours_states, their_states, real in ((out.encoder_hidden_states, reference.encoder_hidden_states, mask),
+                                            (out.decoder_hidden_states, reference.decoder_hidden_states, decoder_mask)):
+        for ours_state, their_state in zip(ours_states, their_states, strict=True):
+            torch.testing.assert_close(ours_state[real], their_state[real], atol=TOLERANCE, rtol=TOLERANCE)
 
 
 def test_registry_entry():
