@@ -94,8 +94,10 @@ class T5Config(PretrainedConfig):
     classifier_dropout: float = 0.0
     model_type: str = "t5"
 
-    # what transformers derives from feed_forward_proj (and writes): carried, recomputed here
-    carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {"dense_act_fn", "is_gated_act"}
+    # what transformers derives from feed_forward_proj (and writes): carried, recomputed here;
+    # n_positions / output_past: fields of the published checkpoints' config.json, unused
+    carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {
+        "dense_act_fn", "is_gated_act", "n_positions", "output_past"}
     presets: ClassVar[dict[str, dict[str, Any]]] = T5_PRESETS
 
     def __post_init__(self) -> None:
