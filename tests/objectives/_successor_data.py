@@ -66,7 +66,6 @@ def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | No
 
     from bertkit.data.dataset import PretrainingDataset
     from bertkit.objectives import get_objective
-    from bertkit.objectives.base import preset_config
     from bertkit.pretraining import build_config
 
     config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
@@ -76,6 +75,5 @@ def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | No
     info = train.info
     options = cls.run_options(config)
     torch.manual_seed(0)
-    model = cls.build_model(preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
-                                          config.model, config_class=cls.config_class), **options)
+    model = cls.build_model(cls.model_config(config.preset, info, config.model, **options), **options)
     return cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)

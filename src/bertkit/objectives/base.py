@@ -73,6 +73,15 @@ class PretrainingObjective(TrainingProgram):
         return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
 
     @classmethod
+    def model_config(cls, preset: str, info: Any, overrides: dict[str, Any],
+                     settings: ObjectiveSettings | None = None) -> BertConfig:
+        """The `config_class` of a fresh run: the named size for the data's tokenizer and
+        length (`info`: its DatasetInfo), `overrides` (config fields) applied. A family
+        without a position table (XLNet) or with options of its own overrides this."""
+        return preset_config(preset, info.vocab_size, info.max_seq_length, info.pad_token_id, overrides,
+                             config_class=cls.config_class)
+
+    @classmethod
     def build_model(cls, config: BertConfig, settings: ObjectiveSettings | None = None) -> nn.Module:
         """A fresh `model_class` for `config`."""
         if cls.model_class is None:
