@@ -22,7 +22,8 @@ itself whole (bidirectional context, as the original gives them all rank -1); th
 targets get the ranks 1..m of a random permutation. (The original also puts <sep> and
 <cls> among the targets' ranks without predicting them; here they are context at rank 0.)
 
-Masks (`permutation_mask`), transformers' `perm_mask` convention, 1 = i may NOT attend to j:
+The masks follow from the ranks (bertkit.objectives.xlnet `permutation_mask`), in transformers'
+`perm_mask` convention, 1 = i may NOT attend to j:
     perm_mask[i, j] = is_target[j] and rank[j] >= rank[i]
 so every position sees the non-targets and the targets strictly earlier in the order;
 a target does not see itself (the query stream g_i knows only its position); the model
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertkit.errors import ConfigError
+CONTEXT_RATIO = 6.0  # the original's mask_alpha / mask_beta: a span of n words in a context of 6n tokens
 
 
 def ngram_probabilities(max_gram: int) -> np.ndarray:
@@ -55,18 +56,38 @@ def sample_targets(
     goal: int,
     rng: np.random.Generator,
     max_gram: int = 5,
-    context_ratio: float = 6.0,
+    context_ratio: float = CONTEXT_RATIO,
 ) -> np.ndarray:
-    """(T,) bool targets: `goal` of the `candidates` positions (see the module docstring).
+    """(T,) bool targets: `goal` of the `candidates` positions (see the module docstring):
+    the spans of `sample_spans`, then single tokens drawn uniformly among the other candidates.
 
     word_starts: (T,) bool, True where a word begins (a special token's neighbour included);
     candidates: (T,) bool, the positions that may be predicted (not <sep>, <cls>, padding).
     """
-    seq_len = len(candidates)
-    targets = np.zeros(seq_len, dtype=bool)
+    targets = np.zeros(len(candidates), dtype=bool)
     goal = min(goal, int(candidates.sum()))
+    for begin, end in sample_spans(word_starts, candidates, goal, rng, max_gram, context_ratio):
+        targets[begin:end] = True
+    missing = goal - int(targets.sum())
+    if missing > 0:
+        free = np.flatnonzero(candidates & ~targets)
+        targets[rng.choice(free, size=missing, replace=False)] = True
+    return targets
+
+
+def sample_spans(
+    word_starts: np.ndarray,
+    candidates: np.ndarray,
+    goal: int,
+    rng: np.random.Generator,
+    max_gram: int = 5,
+    context_ratio: float = CONTEXT_RATIO,
+) -> list[tuple[int, int]]:
+    """The n-gram spans [begin, end) of whole words, left to right, at most `goal` tokens in all."""
+    seq_len = len(candidates)
     starts = word_starts & candidates
     probabilities = ngram_probabilities(max_gram)
+    spans: list[tuple[int, int]] = []
     count, cursor = 0, 0
     while cursor < seq_len and count < goal:
         n = min(int(rng.choice(max_gram, p=probabilities)) + 1, goal - count)
@@ -77,7 +98,7 @@ def sample_targets(
             begin += 1
         if begin >= seq_len:
             break
-        end, words, fitting_end = begin + 1, 1, None
+        end, words, fitting_end = begin + 1, 1, None  # fitting_end: the last word boundary within the goal
         while end < seq_len and candidates[end]:
             if starts[end]:
                 if end - begin <= goal - count:
@@ -89,13 +110,10 @@ def sample_targets(
         if end - begin <= goal - count:
             fitting_end = end
         if fitting_end is not None:
-            targets[begin:fitting_end] = True
+            spans.append((begin, fitting_end))
             count += fitting_end - begin
         cursor = end + context - left
-    if count < goal:
-        free = np.flatnonzero(candidates & ~targets)
-        targets[rng.choice(free, size=goal - count, replace=False)] = True
-    return targets
+    return spans
 
 
 def factorization_ranks(targets: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -104,28 +122,3 @@ def factorization_ranks(targets: np.ndarray, rng: np.random.Generator) -> np.nda
     positions = np.flatnonzero(targets)
     ranks[positions] = rng.permutation(len(positions)) + 1
     return ranks
-
-
-def permutation_mask(ranks: np.ndarray) -> np.ndarray:
-    """(..., T) ranks -> (..., T, T) float32 perm_mask: 1 where query i may not attend to key j."""
-    is_target = ranks > 0
-    blocked = is_target[..., None, :] & (ranks[..., None, :] >= ranks[..., :, None])  # (..., T, T)
-    return blocked.astype(np.float32)
-
-
-def target_mapping(ranks: np.ndarray, num_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """(B, T) ranks -> (target_mapping (B, num_rows, T) float32 one-hot, positions (B, num_rows) int64).
-
-    Row k of example b picks its k-th target in position order; rows past its targets are
-    zero with position -1 (their labels are -100, outside the loss)."""
-    batch, seq_len = ranks.shape
-    counts = (ranks > 0).sum(axis=1)
-    if counts.max(initial=0) > num_rows:
-        raise ConfigError(f"an example has {counts.max()} targets, more than num_predict={num_rows}")
-    mapping = np.zeros((batch, num_rows, seq_len), dtype=np.float32)
-    positions = np.full((batch, num_rows), -1, dtype=np.int64)
-    for row in range(batch):
-        where = np.flatnonzero(ranks[row] > 0)
-        mapping[row, np.arange(len(where)), where] = 1.0
-        positions[row, : len(where)] = where
-    return mapping, positions
