@@ -36,6 +36,13 @@ _EXPORTS = {
     "Predictor": "bertkit.inference.prediction",
     "evaluate": "bertkit.inference.evaluation",
     "BertkitError": "bertkit.errors",
+    "XLNetConfig": "bertkit.model.xlnet_config",
+    "XLNetModel": "bertkit.model.xlnet",
+    "XLNetLMHeadModel": "bertkit.model.xlnet",
+    "XLNetForSequenceClassification": "bertkit.model.xlnet",
+    "XLNetForTokenClassification": "bertkit.model.xlnet",
+    "XLNetForQuestionAnsweringSimple": "bertkit.model.xlnet",
+    "XLNetForMultipleChoice": "bertkit.model.xlnet",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -263,7 +263,12 @@ def test_the_four_families_stand_on_the_contract():
         assert issubclass(family.config_class(), PretrainedConfig)
         assert issubclass(family.backbone_class(), PreTrainedModel)
         assert all(issubclass(family.task_class(task), PreTrainedModel) for task in family.task_families)
+        assert family.input_names[:3] == ("input_ids", "token_type_ids", "attention_mask")
+        assert not family.can_generate
+        if model_type == "xlnet":  # a permutation LM: no masked-LM head, two more inputs
+            assert family.input_names[3:] == ("perm_mask", "target_mapping") and not family.can_fill_mask
+            continue
         assert family.input_names == ("input_ids", "token_type_ids", "attention_mask")
-        assert family.can_fill_mask and not family.can_generate
+        assert family.can_fill_mask
         assert issubclass(family.masked_lm().model_class(), PreTrainedModel)
     assert BertForPreTraining.base_model_prefix == "bert"

@@ -146,6 +146,12 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
+    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel", "transformer", {
+        "classification": "bertkit.model.xlnet:XLNetForSequenceClassification",
+        "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
+        "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",
+        "qa": "bertkit.model.xlnet:XLNetForQuestionAnsweringSimple",
+    }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping")),
 }
 
 

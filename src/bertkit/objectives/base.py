@@ -14,6 +14,7 @@ then it gets one line in `bertkit.objectives.OBJECTIVES`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -206,8 +207,12 @@ def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
 
 def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any],
                   config_class: type[BertConfig] = BertConfig) -> BertConfig:
-    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`."""
+    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`.
+    The vocabulary size, position-table size and padding id are set where the config has
+    such a field (XLNet's relative encodings need no position table)."""
     values = {"vocab_size": vocab_size, "max_position_embeddings": max(512, max_seq_length), "pad_token_id": pad_token_id}
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    values = {name: value for name, value in values.items() if name in fields}
     return config_class.from_preset(preset, **{**values, **overrides})
 
 
