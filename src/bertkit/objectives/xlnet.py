@@ -46,7 +46,8 @@ from bertkit.data.permutation import factorization_ranks, sample_targets, target
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.bert import IGNORE_INDEX
 from bertkit.model.families import model_inputs
-from bertkit.model.xlnet import XLNetConfig, XLNetLMHeadModel
+from bertkit.model.xlnet import XLNetLMHeadModel
+from bertkit.model.xlnet_config import XLNetConfig
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
@@ -235,9 +236,8 @@ class XLNetObjective(PretrainingObjective):
         for part, _, _ in self._parts(batch["input_ids"].shape[1]):
             inputs = xlnet_inputs({key: value[:, part] for key, value in batch.items()})
             labels = inputs.pop("labels")
-            if mems is not None:
-                inputs["mems"] = mems
-            out = model(**model_inputs(model, inputs), **({"use_mems": True} if self.settings.mem_len else {}))
+            memory = {"mems": mems, "use_mems": True} if self.settings.mem_len else {"use_mems": False}
+            out = model(**model_inputs(model, inputs), **memory)
             valid = labels != IGNORE_INDEX
             logits = out.logits[valid]  # (N, V)
             targets = labels[valid]
