@@ -229,6 +229,26 @@ def test_pretrain_learns_and_saves_an_xlnet_lm_head_model(root, tmp_path):
     assert not info["missing_keys"] and not info["unexpected_keys"]
 
 
+def test_a_unigram_tokenizer_with_xlnet_specials_trains(tmp_path):
+    """The intended setup: `tokenizer train --algorithm unigram` (<sep>, <cls>, <mask>, ▁ word starts)."""
+    tok, data = tmp_path / "tok-uni", tmp_path / "data"
+    assert main(["tokenizer", "train", "--algorithm", "unigram", "--vocab-size", "300", "--output", str(tok),
+                 "--no-progress", str(FIXTURE)]) == 0
+    assert main(["data", "build", "--tokenizer", str(tok), "--format", "xlnet", "--max-seq-length", "64",
+                 "--output", str(data), "--eval-fraction", "0.2", "--no-progress", str(FIXTURE)]) == 0
+    objective = make_objective("xlnet", data, seed=1)
+    tokenizer = objective.tokenizer
+    assert (tokenizer.sep_token, tokenizer.cls_token, tokenizer.mask_token) == ("<sep>", "<cls>", "<mask>")
+    example = objective.train_example(0, 0)
+    ids, ranks = example["input_ids"], example["perm_rank"]
+    assert ids[-1] == tokenizer.cls_token_id and not (ranks[np.isin(ids, tokenizer.all_special_ids)] > 0).any()
+    starts = objective._position_starts(ids)
+    pieces = tokenizer.convert_ids_to_tokens(ids.tolist())
+    assert all(starts[i] == (pieces[i].startswith("\u2581") or i == 0 or ids[i - 1] in tokenizer.all_special_ids
+                             or ids[i] in tokenizer.all_special_ids) for i in range(len(ids)))
+    assert main(pretrain_args(data, tmp_path / "run", "--set", "max_steps=2")) == 0
+
+
 @pytest.mark.parametrize("extra", [[], ["--bi-data", "true", "--mem-len", "32"]], ids=["plain", "bi_data-mem_len"])
 def test_sigkill_then_resume_ends_bit_identical(root, tmp_path, extra):
     data = root / "data-xlnet-64"
