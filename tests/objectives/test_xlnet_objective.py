@@ -279,6 +279,7 @@ def test_sigkill_then_resume_ends_bit_identical(root, tmp_path, extra):
     ("num_predict", ["--num-predict", "62"], "field 'num_predict' (62) must be at most the 61 predictable tokens"),
     ("odd length", ["--mem-len", "16"], "field 'max_seq_length' must be even with objective.mem_len > 0"),
     ("bad k", ["--prediction-k", "1"], "field 'prediction_k' must be greater than 1"),
+    ("num_predict halves", ["--mem-len", "32", "--num-predict", "60"], "field 'num_predict' (60) is too large for two halves of 32"),
 ])
 def test_bad_input_is_one_line_naming_the_field_before_training(root, tmp_path, capsys, case, extra, expected):
     data = {"nsp data": "data-nsp-64", "packed data": "data-packed-64", "odd length": "data-xlnet-63"}.get(

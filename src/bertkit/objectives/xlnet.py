@@ -92,7 +92,7 @@ class XLNetSettings(ObjectiveSettings):
         if num_predict > room:
             raise ConfigError(f"{source}: field 'num_predict' ({num_predict}) must be at most the "
                               f"{room} predictable tokens of a {max_seq_length}-token sequence")
-        if self.mem_len and min(num_predict - num_predict // 2, num_predict // 2) > max_seq_length // 2 - SPECIALS:
+        if self.mem_len and num_predict - num_predict // 2 > max_seq_length // 2 - SPECIALS:  # the first half's share
             raise ConfigError(f"{source}: field 'num_predict' ({num_predict}) is too large for two halves of "
                               f"{max_seq_length // 2} tokens (objective.mem_len > 0)")
 
