@@ -194,3 +194,28 @@ def test_options_fail_fast(trained):
         Tokenizer.from_pretrained(trained["xlnet"])(["a", "b c"], padding=True, padding_side="middle")
     with pytest.raises(BertkitError, match="padding_side='up'"):
         Tokenizer.from_pretrained(trained["xlnet"], padding_side="up")
+
+
+def test_deterministic_scores_undo_hash_order():
+    """What the trainer's hash order varies: float noise on equal scores, the order of tied
+    pieces, and which added character gets which score of the run min, min + 1e-4, ..."""
+    import random
+
+    from bertkit.tokenization.train.unigram import deterministic_scores
+
+    learned = [("▁the", -3.0), ("ing", -4.5), ("▁a", -4.5), ("x", -6.0), ("▁rare", -6.0), ("q", -6.0)]
+    added = ["가", "z", "é", "ß"]
+    outputs = set()
+    for seed in range(20):
+        rng = random.Random(seed)
+        noisy = [(p, s + rng.uniform(-3e-11, 3e-11)) for p, s in learned]
+        run = list(added)
+        rng.shuffle(run)
+        noisy += [(c, -6.0 + k * 1e-4 + rng.uniform(-3e-11, 3e-11)) for k, c in enumerate(run)]
+        rng.shuffle(noisy)
+        outputs.add(tuple(deterministic_scores(noisy)))
+    assert len(outputs) == 1
+    (result,) = outputs
+    assert [p for p, _ in result[:3]] == ["▁the", "ing", "▁a"]  # ties ordered by text ("i" < "▁")
+    assert {p for p, _ in result} == {p for p, _ in learned} | set(added)
+    assert [s for _, s in result] == sorted((s for _, s in result), reverse=True)
