@@ -219,3 +219,15 @@ def test_deterministic_scores_undo_hash_order():
     assert [p for p, _ in result[:3]] == ["▁the", "ing", "▁a"]  # ties ordered by text ("i" < "▁")
     assert {p for p, _ in result} == {p for p, _ in learned} | set(added)
     assert [s for _, s in result] == sorted((s for _, s in result), reverse=True)
+
+
+@pytest.mark.parametrize("layout", ["xlnet", "t5"])
+def test_save_pretrained_round_trip(trained, tmp_path, layout):
+    tok = Tokenizer.from_pretrained(trained[layout])
+    tok.save_pretrained(tmp_path / "copy")
+    copy, theirs = Tokenizer.from_pretrained(tmp_path / "copy"), AutoTokenizer.from_pretrained(tmp_path / "copy")
+    assert copy.padding_side == theirs.padding_side == tok.padding_side
+    assert copy.additional_special_tokens == tok.additional_special_tokens
+    assert copy.get_sentinel_token_ids() == tok.get_sentinel_token_ids()
+    for side in (copy, theirs):
+        assert side(TEXTS, PAIRS, padding=True)["input_ids"] == tok(TEXTS, PAIRS, padding=True)["input_ids"]
