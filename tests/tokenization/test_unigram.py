@@ -94,6 +94,13 @@ def test_xlnet_layout(trained):
     assert set(types[: first_sep + 1]) == {0} and set(types[first_sep + 1 : -1]) == {1} and types[-1] == 2
     assert enc.tokens(0)[:n_pad] == ["<pad>"] * n_pad
     assert tok(["a", "bb cc"], padding=True, padding_side="right")["attention_mask"][0][-1] == 0
+    # pad() (rows regrouped later) and arrays pad on the same side
+    rows = tok(["short", "a longer text here"], ["b", "c"])
+    repadded = tok.pad({"input_ids": rows["input_ids"], "token_type_ids": rows["token_type_ids"]})
+    assert repadded["input_ids"] == enc["input_ids"] and repadded["attention_mask"] == enc["attention_mask"]
+    assert repadded["token_type_ids"] == enc["token_type_ids"]
+    arrays = tok(["short", "a longer text here"], ["b", "c"], padding=True, return_tensors="np")
+    assert arrays["input_ids"].tolist() == enc["input_ids"] and arrays["attention_mask"].tolist() == enc["attention_mask"]
     assert tok.bos_token == "<s>" and tok.eos_token == "</s>"
     assert tok.additional_special_tokens == ["<eod>", "<eop>"]
 
@@ -187,3 +194,40 @@ def test_options_fail_fast(trained):
         Tokenizer.from_pretrained(trained["xlnet"])(["a", "b c"], padding=True, padding_side="middle")
     with pytest.raises(BertkitError, match="padding_side='up'"):
         Tokenizer.from_pretrained(trained["xlnet"], padding_side="up")
+
+
+def test_deterministic_scores_undo_hash_order():
+    """What the trainer's hash order varies: float noise on equal scores, the order of tied
+    pieces, and which added character gets which score of the run min, min + 1e-4, ..."""
+    import random
+
+    from bertkit.tokenization.train.unigram import deterministic_scores
+
+    learned = [("▁the", -3.0), ("ing", -4.5), ("▁a", -4.5), ("x", -6.0), ("▁rare", -6.0), ("q", -6.0)]
+    added = ["가", "z", "é", "ß"]
+    outputs = set()
+    for seed in range(20):
+        rng = random.Random(seed)
+        noisy = [(p, s + rng.uniform(-3e-11, 3e-11)) for p, s in learned]
+        run = list(added)
+        rng.shuffle(run)
+        noisy += [(c, -6.0 + k * 1e-4 + rng.uniform(-3e-11, 3e-11)) for k, c in enumerate(run)]
+        rng.shuffle(noisy)
+        outputs.add(tuple(deterministic_scores(noisy)))
+    assert len(outputs) == 1
+    (result,) = outputs
+    assert [p for p, _ in result[:3]] == ["▁the", "ing", "▁a"]  # ties ordered by text ("i" < "▁")
+    assert {p for p, _ in result} == {p for p, _ in learned} | set(added)
+    assert [s for _, s in result] == sorted((s for _, s in result), reverse=True)
+
+
+@pytest.mark.parametrize("layout", ["xlnet", "t5"])
+def test_save_pretrained_round_trip(trained, tmp_path, layout):
+    tok = Tokenizer.from_pretrained(trained[layout])
+    tok.save_pretrained(tmp_path / "copy")
+    copy, theirs = Tokenizer.from_pretrained(tmp_path / "copy"), AutoTokenizer.from_pretrained(tmp_path / "copy")
+    assert copy.padding_side == theirs.padding_side == tok.padding_side
+    assert copy.additional_special_tokens == tok.additional_special_tokens
+    assert copy.get_sentinel_token_ids() == tok.get_sentinel_token_ids()
+    for side in (copy, theirs):
+        assert side(TEXTS, PAIRS, padding=True)["input_ids"] == tok(TEXTS, PAIRS, padding=True)["input_ids"]
