@@ -275,3 +275,45 @@ def test_presets_and_config_round_trip():
 def test_bad_config_fields_are_named(values, field):
     with pytest.raises(bertkit.errors.ConfigError, match=f"'{field}'"):
         XLNetConfig.from_dict({"d_model": 32, "n_head": 4, "d_inner": 64, **values})
+
+
+def test_attention_probabilities_and_hidden_states_match_transformers(tmp_path):
+    torch.manual_seed(0)
+    theirs = _perturb(transformers.XLNetModel(transformers.XLNetConfig(**SIZES)), seed=6)
+    theirs.save_pretrained(tmp_path)
+    ours = XLNetModel.from_pretrained(tmp_path)
+    ids, types, mask = _batch()
+    perm_mask, target_mapping = _permutation_inputs(3, 9)
+    options = dict(output_attentions=True, output_hidden_states=True)
+    with torch.no_grad():
+        a = ours(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask, **options)
+        b = theirs(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask, **options)
+        two = ours(ids, attention_mask=mask, perm_mask=perm_mask, target_mapping=target_mapping, **options)
+    for ours_probs, theirs_probs in zip(a.attentions, b.attentions, strict=True):
+        torch.testing.assert_close(ours_probs, theirs_probs, atol=TOLERANCE, rtol=TOLERANCE)
+    for ours_state, theirs_state in zip(a.hidden_states, b.hidden_states, strict=True):
+        torch.testing.assert_close(ours_state, theirs_state, atol=TOLERANCE, rtol=TOLERANCE)
+    assert len(two.hidden_states) == 2 * 3 and two.hidden_states[1].shape == (3, 3, 32)  # (h, g) per layer input
+    content, query = two.attentions[0]
+    assert content.shape == (3, 4, 9, 9) and query.shape == (3, 4, 3, 9)
+    positions = target_mapping.argmax(-1)
+    for b_index in range(2):  # a target never sees itself in the query stream
+        for m, position in enumerate(positions[b_index].tolist()):
+            assert query[b_index, :, m, position].abs().max() == 0
+
+
+def test_training_mode_dropout_is_reproducible_from_the_seed():
+    model = XLNetLMHeadModel(XLNetConfig.from_preset("tiny", vocab_size=VOCAB, dropout=0.3)).train()
+    ids, types, mask = _batch()
+    perm_mask, target_mapping = _permutation_inputs(3, 9)
+    losses = []
+    for _ in range(2):
+        torch.manual_seed(5)
+        losses.append(model(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask,
+                            target_mapping=target_mapping, labels=torch.ones(3, 3, dtype=torch.long)).loss)
+    assert torch.isfinite(losses[0]) and torch.equal(losses[0], losses[1])
+    with torch.no_grad():
+        model.eval()
+        evaluated = model(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask,
+                          target_mapping=target_mapping, labels=torch.ones(3, 3, dtype=torch.long)).loss
+    assert not torch.equal(evaluated, losses[0])

@@ -122,7 +122,8 @@ class XLNetRelativeAttention(nn.Module):
         k, v (B, n, K, d); k_r (1 or B, n, R, d); mask / segment_diff (B, Tq, K) rows of the
         queries -> (B, n, Tq, d) attention vectors, probabilities (B, n, Tq, K) or None."""
         klen = k.shape[2]
-        position_scores = (q + self.r_r_bias[:, None]) @ k_r.transpose(-1, -2)  # (B, n, Tq, R)
+        # the two additive terms are scaled through their (small) queries, not over (T, K) scores
+        position_scores = ((q + self.r_r_bias[:, None]) * self.scale) @ k_r.transpose(-1, -2)  # (B, n, Tq, R)
         if positions is None:
             bias = _skew(position_scores, klen)
         else:
@@ -130,18 +131,21 @@ class XLNetRelativeAttention(nn.Module):
             index = (qlen - positions)[:, None, :, None] + torch.arange(klen, device=q.device)  # (B, 1, Tq, K)
             bias = position_scores.gather(-1, index.expand(-1, q.shape[1], -1, -1))
         if segment_diff is not None:
-            segment_scores = (q + self.r_s_bias[:, None]) @ self.seg_embed.permute(1, 2, 0)  # (B, n, Tq, 2)
+            segment_scores = ((q + self.r_s_bias[:, None]) * self.scale) @ self.seg_embed.permute(1, 2, 0)
             bias = bias + torch.where(segment_diff[:, None], segment_scores[..., 1:], segment_scores[..., :1])
-        bias = bias * self.scale
         if mask is not None:
             masked = MASKED_SCORE_FP16 if bias.dtype == torch.float16 else MASKED_SCORE
             bias = bias.masked_fill(mask[:, None], masked)
         q = q + self.r_w_bias[:, None]
-        if not output_attentions:
-            p = self.dropout.p if self.training else 0.0
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p, scale=self.scale), None
-        probs = torch.softmax((q @ k.transpose(-1, -2)) * self.scale + bias, dim=-1)  # (B, n, Tq, K)
-        return self.dropout(probs) @ v, probs
+        dropout = self.dropout.p if self.training else 0.0
+        # SDPA fuses everything but attention dropout on CPU (its math path draws with bernoulli_):
+        # there the probabilities are formed here and dropped by bertkit's faster Dropout
+        if not output_attentions and (dropout == 0.0 or q.device.type != "cpu"):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout,
+                                                  scale=self.scale), None
+        scores = torch.baddbmm(bias.flatten(0, 1), (q * self.scale).flatten(0, 1), k.transpose(-1, -2).flatten(0, 1))
+        probs = torch.softmax(scores.view(bias.shape), dim=-1)  # (B, n, Tq, K)
+        return self.dropout(probs) @ v, (probs if output_attentions else None)
 
     def _post_attention(self, x: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
         """x (B, T, D), vec (B, n, T, d) -> LayerNorm(x + dropout(vec @ o))."""
