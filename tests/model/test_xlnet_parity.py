@@ -317,3 +317,32 @@ def test_training_mode_dropout_is_reproducible_from_the_seed():
         evaluated = model(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask,
                           target_mapping=target_mapping, labels=torch.ones(3, 3, dtype=torch.long)).loss
     assert not torch.equal(evaluated, losses[0])
+
+
+def _right_padded(ids, types, mask):
+    """The same rows with their padding moved to the end (bertkit's collate pads on the right)."""
+    order = torch.argsort(1 - mask, dim=-1, stable=True)  # real tokens first, in order
+    return ids.gather(-1, order), types.gather(-1, order), mask.gather(-1, order)
+
+
+@pytest.mark.parametrize("cls", [XLNetForSequenceClassification, XLNetForMultipleChoice, XLNetForTokenClassification,
+                                 XLNetForQuestionAnsweringSimple], ids=lambda c: c.__name__)
+def test_right_padding_gives_transformers_left_padded_result(tmp_path, cls):
+    """The heads read XLNet's <cls> at the last real token, so bertkit's right-padded batches
+    score as transformers' left-padded ones (the relative encodings ignore where padding is)."""
+    torch.manual_seed(0)
+    theirs = _perturb(_hf(cls)(transformers.XLNetConfig(**SIZES)), seed=8)
+    theirs.save_pretrained(tmp_path)
+    ours = cls.from_pretrained(tmp_path)
+    ids, types, mask = _batch(2 if cls is XLNetForMultipleChoice else None)
+    right = _right_padded(ids, types, mask)
+    with torch.no_grad():
+        expected = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        got = ours(input_ids=right[0], token_type_ids=right[1], attention_mask=right[2])
+    for key in ("logits", "start_logits", "end_logits"):
+        if getattr(got, key, None) is None:
+            continue
+        a, b = getattr(got, key), getattr(expected, key)
+        if a.shape[: mask.dim()] == mask.shape:  # per token: compare the real positions, in order
+            a, b = a[right[2].bool()], b[mask.bool()]
+        torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{cls.__name__} {key}: {m}")

@@ -232,6 +232,13 @@ class XLNetModel(XLNetPreTrainedModel):
 
 # ---- heads -----------------------------------------------------------------------------------
 
+def _token_mask(attention_mask: torch.Tensor | None, input_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, T) 1 = token, from either of transformers' two masks (None when neither is given)."""
+    if attention_mask is not None:
+        return attention_mask
+    return None if input_mask is None else (input_mask == 0).long()
+
+
 class XLNetLMLoss(nn.Module):
     """transformers' `lm_loss` linear layer with its weight tied to the word embeddings:
     only the bias (V,) is this module's own."""
@@ -276,7 +283,22 @@ class XLNetLMHeadModel(XLNetPreTrainedModel):
 
 class XLNetSequenceSummary(ElectraSequenceSummary):
     """transformers' sequence summary (`summary` linear, activation, last dropout), reading
-    the last position by default: XLNet's <cls> (inputs are left-padded)."""
+    by default the last position: XLNet's <cls>.
+
+    With an attention mask, "last" reads the last *real* position of each row: the same
+    position as transformers' on left-padded inputs (XLNet's tokenizer pads on the left),
+    and still the <cls> on right-padded ones (bertkit's collate pads on the right). The
+    relative encodings make a row's states independent of where its padding sits, so both
+    paddings give transformers' left-padded result."""
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, H), mask (B, T) 1 = token -> (B, H)."""
+        if self.summary_type != "last" or attention_mask is None:
+            return super().forward(hidden_states)
+        length = attention_mask.shape[1]
+        last = length - 1 - (attention_mask.flip(1) > 0).to(torch.int8).argmax(1)  # (B,) an all-padding row: T - 1
+        summary = hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last]  # (B, H)
+        return self.last_dropout(self.activation(self.summary(summary)))
 
 
 class XLNetForSequenceClassification(XLNetPreTrainedModel):
@@ -300,7 +322,8 @@ class XLNetForSequenceClassification(XLNetPreTrainedModel):
         """labels: (B,) int64 class ids, (B,) float targets (regression) or (B, K) float (multi-label)."""
         out = self.transformer(input_ids, attention_mask, mems, perm_mask, target_mapping, token_type_ids,
                                input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states)
-        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state))  # (B, K)
+        tokens = _token_mask(attention_mask, input_mask) if target_mapping is None else None  # else: M query rows
+        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state, tokens))  # (B, K)
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
@@ -358,9 +381,9 @@ class XLNetForQuestionAnsweringSimple(XLNetPreTrainedModel):
                                input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in
                                     self.qa_outputs(out.last_hidden_state).split(1, dim=-1))  # (B, T) each
-        padding = attention_mask == 0 if attention_mask is not None else (input_mask > 0 if input_mask is not None
-                                                                           else None)
-        if padding is not None:
+        tokens = _token_mask(attention_mask, input_mask)
+        if tokens is not None:
+            padding = tokens == 0
             start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
             end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
         loss = None
@@ -396,6 +419,7 @@ class XLNetForMultipleChoice(XLNetPreTrainedModel):
         embeds = None if inputs_embeds is None else inputs_embeds.reshape(-1, *inputs_embeds.shape[-2:])
         out = self.transformer(ids, mask, mems, perm_mask, target_mapping, types, padding, embeds, use_mems,
                                output_attentions, output_hidden_states)
-        scores = self.logits_proj(self.sequence_summary(out.last_hidden_state))  # (B * C, 1)
+        tokens = _token_mask(mask, padding) if target_mapping is None else None
+        scores = self.logits_proj(self.sequence_summary(out.last_hidden_state, tokens))  # (B * C, 1)
         result = choice_output(scores, num_choices, labels, out)
         return XLNetForMultipleChoiceOutput(result.loss, result.logits, out.mems, out.hidden_states, out.attentions)
