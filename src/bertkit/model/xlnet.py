@@ -137,6 +137,12 @@ class XLNetPreTrainedModel(PreTrainedModel):
         elif isinstance(module, XLNetLMLoss):
             module.bias.data.zero_()
 
+    @classmethod
+    def head_dropout(cls, config: XLNetConfig) -> float:
+        """Dropout before the output layer (none: transformers' token and QA heads have none;
+        the sequence heads override it)."""
+        return 0.0
+
     @property
     def backbone(self) -> "XLNetModel":
         return getattr(self, self.base_model_prefix)
@@ -307,6 +313,10 @@ class XLNetForSequenceClassification(XLNetPreTrainedModel):
 
     optional_prefixes = ("sequence_summary.", "logits_proj.")
 
+    @classmethod
+    def head_dropout(cls, config: XLNetConfig) -> float:
+        return config.summary_last_dropout
+
     def __init__(self, config: XLNetConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -401,6 +411,10 @@ class XLNetForMultipleChoice(XLNetPreTrainedModel):
     cross-entropy over the C choices."""
 
     optional_prefixes = ("sequence_summary.", "logits_proj.")
+
+    @classmethod
+    def head_dropout(cls, config: XLNetConfig) -> float:
+        return config.summary_last_dropout
 
     def __init__(self, config: XLNetConfig):
         super().__init__(config)
