@@ -140,3 +140,20 @@ def test_squad_v2_scores_no_answer_at_cls(xlnet_dir, tmp_path, capsys):
                        return_tensors="pt")
     assert_transformers_agrees(best, transformers.XLNetForQuestionAnsweringSimple, dict(enc),
                                keys=("start_logits", "end_logits"))
+
+
+def test_embed_pools_at_cls_and_keeps_real_tokens_with_left_padding(xlnet_dir):
+    """`embed` on XLNet: its tokenizer pads on the left; "cls" pooling reads <cls> (the last
+    token), "none" returns each text's real tokens, both equal to transformers' XLNetModel."""
+    import bertkit
+
+    texts = ["It is a truth universally acknowledged.", "Hi"]
+    theirs = transformers.XLNetModel.from_pretrained(xlnet_dir).eval()
+    enc = transformers.AutoTokenizer.from_pretrained(xlnet_dir)(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = theirs(**enc).last_hidden_state  # (B, T, D), left-padded: <cls> last
+    cls = bertkit.embed(texts, model=xlnet_dir, pooling="cls", normalize=False)
+    np.testing.assert_allclose(cls, hidden[:, -1].numpy(), atol=1e-5, rtol=1e-5)
+    tokens = bertkit.embed(texts, model=xlnet_dir, pooling="none", normalize=False)
+    for row, real in enumerate(enc["attention_mask"].bool()):
+        np.testing.assert_allclose(tokens[row], hidden[row][real].numpy(), atol=1e-5, rtol=1e-5)
