@@ -89,20 +89,25 @@ def _hf(cls):
 
 
 def _compare(ours, theirs, where: str, mask: torch.Tensor | None = None) -> int:
+    """Outputs both sides have within TOLERANCE; with a padding mask, per-token outputs and
+    memories only at the real positions (bertkit's unpadded path leaves zeros at padding)."""
+    rows = None if mask is None or bool(mask.all()) else mask.reshape(-1, mask.shape[-1]).bool()  # (B', T)
     compared = 0
     for key in OUTPUTS:
         a, b = getattr(ours, key, None), getattr(theirs, key, None)
         if a is None or b is None:
             continue
-        if mask is not None and not bool(mask.all()) and hasattr(ours, "start_logits"):
-            if key == "loss":  # bertkit's QA heads floor padding logits: the softmax differs there
-                continue
-            if key in ("start_logits", "end_logits"):
-                a, b = a[mask.bool()], b[mask.bool()]
+        if rows is not None:
+            if key == "loss" and hasattr(ours, "start_logits"):
+                continue  # bertkit's QA heads floor padding logits: the softmax differs there
+            if a.dim() >= 2 and a.shape[:2] == rows.shape:
+                a, b = a[rows], b[rows]
         torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{where} {key}: {m}")
         compared += 1
     if getattr(theirs, "mems", None) is not None:
-        for a, b in zip(ours.mems, theirs.mems, strict=True):
+        for a, b in zip(ours.mems, theirs.mems, strict=True):  # (mlen, B', D)
+            if rows is not None and a.shape[:2] == rows.t().shape:
+                a, b = a[rows.t()], b[rows.t()]
             torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{where} mems: {m}")
     return compared
 
@@ -122,6 +127,13 @@ def _labels_for(cls, batch_size: int, length: int, targets: int | None):
     if cls in (XLNetForSequenceClassification, XLNetForMultipleChoice):
         return {"labels": torch.tensor([1, 0, 1])}
     return {}
+
+
+def _unlabel_padding(labels: dict, mask: torch.Tensor | None) -> dict:
+    """Per-token labels are -100 at padding (what every collate gives)."""
+    if mask is None or "labels" not in labels or labels["labels"].shape != mask.shape:
+        return labels
+    return {**labels, "labels": labels["labels"].masked_fill(mask == 0, -100)}
 
 
 VARIANTS = {
@@ -161,6 +173,7 @@ def test_transformers_checkpoint_loads_and_computes_the_same(tmp_path, cls, vari
         if cls in (XLNetForTokenClassification, XLNetForQuestionAnsweringSimple) and targets:
             continue  # per-position heads on the query stream's M rows: not a meaningful call
         extra = _labels_for(cls, batch, ids.shape[-1], targets) if batch == 3 or cls is XLNetLMHeadModel else {}
+        extra = _unlabel_padding(extra, inputs.get("attention_mask"))
         with torch.no_grad():
             a, b = ours(**inputs, **extra), theirs(**inputs, **extra)
         where = f"{cls.__name__} {variant} {sorted(inputs)}"
@@ -181,9 +194,10 @@ def test_bertkit_checkpoint_loads_in_transformers_and_computes_the_same(tmp_path
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     choices = 2 if cls is XLNetForMultipleChoice else None
     ids, types, mask = _batch(choices)
+    labels = _unlabel_padding(_labels_for(cls, 3, 9, None), mask)
     with torch.no_grad():
-        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, **_labels_for(cls, 3, 9, None))
-        b = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, **_labels_for(cls, 3, 9, None))
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels)
+        b = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels)
     assert _compare(a, b, f"{cls.__name__} in transformers", mask) >= 1
     reloaded = cls.from_pretrained(tmp_path)
     assert load_config(tmp_path).to_dict() == {**config.to_dict(), "architectures": [cls.__name__]}
@@ -346,3 +360,33 @@ def test_right_padding_gives_transformers_left_padded_result(tmp_path, cls):
         if a.shape[: mask.dim()] == mask.shape:  # per token: compare the real positions, in order
             a, b = a[right[2].bool()], b[mask.bool()]
         torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{cls.__name__} {key}: {m}")
+
+
+def test_unpadded_path_equals_the_padded_one_with_zeros_at_padding():
+    from bertkit.model.bert import set_unpad
+
+    torch.manual_seed(0)
+    config = XLNetConfig.from_preset("tiny", vocab_size=VOCAB, mem_len=None, dropout=0.0)
+    model = _perturb(XLNetForTokenClassification(config), 9)
+    ids, types, mask = _batch()
+    labels = _unlabel_padding({"labels": torch.randint(0, 2, ids.shape)}, mask)["labels"]
+    outputs = {}
+    for unpad in (True, False):
+        set_unpad(model, unpad)
+        model.zero_grad()
+        model.train()
+        loss = model(ids, attention_mask=mask, token_type_ids=types, labels=labels).loss
+        loss.backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        with torch.no_grad():
+            out = model.eval()(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
+        outputs[unpad] = (loss, grads, out)
+    (loss_u, grads_u, out_u), (loss_p, grads_p, out_p) = outputs[True], outputs[False]
+    real = mask.bool()
+    torch.testing.assert_close(out_u.logits[real], out_p.logits[real], atol=TOLERANCE, rtol=TOLERANCE)
+    assert out_u.hidden_states[-1][~real].abs().max() == 0  # zeros at padding on the unpadded path
+    torch.testing.assert_close(out_u.mems[0][real.t()], out_p.mems[0][real.t()], atol=0, rtol=0)  # the embeddings
+    torch.testing.assert_close(loss_u, loss_p, atol=TOLERANCE, rtol=TOLERANCE)
+    assert grads_u.keys() == grads_p.keys() and len(grads_u) > 10
+    for name, grad in grads_u.items():
+        torch.testing.assert_close(grad, grads_p[name], atol=TOLERANCE, rtol=1e-4, msg=lambda m: f"{name}: {m}")

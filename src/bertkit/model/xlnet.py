@@ -41,6 +41,7 @@ from bertkit.model.dropout import Dropout
 from bertkit.model.electra import ElectraSequenceSummary
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
+from bertkit.model.unpad import UnpadSwitch, plan_unpadding
 from bertkit.model.task_heads import choice_output, flatten_choices, problem_type, sequence_classification_loss
 from bertkit.model.xlnet_attention import (
     AttentionInputs,
@@ -148,8 +149,15 @@ class XLNetPreTrainedModel(PreTrainedModel):
         return getattr(self, self.base_model_prefix)
 
 
-class XLNetModel(XLNetPreTrainedModel):
-    """Word embeddings (+ the query stream's `mask_emb`) -> n_layer two-stream layers."""
+class XLNetModel(UnpadSwitch, XLNetPreTrainedModel):
+    """Word embeddings (+ the query stream's `mask_emb`) -> n_layer two-stream layers.
+
+    A padded batch on the content stream alone (no perm_mask, target_mapping, mems or
+    output_attentions: fine-tuning and inference) runs BERT's unpadded path
+    (bertkit.model.unpad): embeddings, projections, FFN and LayerNorms on the real tokens
+    only; `last_hidden_state`, `hidden_states` and `mems` are then zero at padding (the real
+    positions as padded). `unpad` (attribute, `set_unpad`, or the call's argument): None =
+    automatic, True / False = always / never."""
 
     backbone_prefix = ""
 
@@ -177,6 +185,7 @@ class XLNetModel(XLNetPreTrainedModel):
         use_mems: bool | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        unpad: bool | None = None,
     ) -> XLNetModelOutput:
         """See the module docstring for the inputs; returns XLNetModelOutput."""
         config = self.config
@@ -201,6 +210,11 @@ class XLNetModel(XLNetPreTrainedModel):
             segment_difference(token_type_ids, mlen) if token_type_ids is not None else None,
             self.dropout(positions),
         )
+        unpadding = None
+        if perm_mask is None and target_mapping is None and mems is None and not output_attentions:
+            unpadding = plan_unpadding(_token_mask(attention_mask, input_mask), self.unpad if unpad is None else unpad)
+        if unpadding is not None:
+            embedded = unpadding.pack(embedded)  # (N, D)
         h = self.dropout(embedded)
         g = None
         if target_mapping is not None:
@@ -210,15 +224,17 @@ class XLNetModel(XLNetPreTrainedModel):
         new_mems: list[torch.Tensor] = []
         hidden_states: list[torch.Tensor] = []
         attentions: list = []
+        padded = unpadding.pad if unpadding is not None else (lambda x: x)  # packed rows -> (B, T, D)
         for index, layer in enumerate(self.layer):
             if use_mems:
-                new_mems.append(self._cache_mem(h, None if mems is None else mems[index]))
+                new_mems.append(self._cache_mem(padded(h), None if mems is None else mems[index]))
             if output_hidden_states:
-                hidden_states += [h, g] if g is not None else [h]
+                hidden_states += [padded(h), g] if g is not None else [padded(h)]
             mem = None if mems is None or mems[index] is None else mems[index].transpose(0, 1).to(h.dtype)
-            h, g, probs = layer(h, g, inputs, mem, output_attentions)
+            h, g, probs = layer(h, g, inputs, mem, output_attentions, unpadding)
             if output_attentions:
                 attentions.append(probs)
+        h = padded(h)
         if output_hidden_states:
             hidden_states += [h, g] if g is not None else [h]
         output = self.dropout(g if g is not None else h)

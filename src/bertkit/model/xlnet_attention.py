@@ -32,6 +32,7 @@ from torch import nn
 
 from bertkit.model.dropout import Dropout
 from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.unpad import Unpadding
 from bertkit.model.xlnet_config import XLNetConfig
 
 MASKED_SCORE = -1e30  # transformers' (and the original's) score of a masked key
@@ -92,10 +93,18 @@ class XLNetRelativeAttention(nn.Module):
 
     def forward(
         self, h: torch.Tensor, g: torch.Tensor | None, inputs: AttentionInputs, mem: torch.Tensor | None = None,
-        output_attentions: bool = False,
+        output_attentions: bool = False, unpadding: Unpadding | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple | torch.Tensor | None]:
         """h (B, T, D) content stream; g (B, M, D) query stream or None; mem (B, mlen, D) or None.
-        -> (h, g, probabilities: (B, n, T, K), or (content, query (B, n, M, K)) with g, or None)."""
+        -> (h, g, probabilities: (B, n, T, K), or (content, query (B, n, M, K)) with g, or None).
+        With `unpadding` (content stream only, no memory): h and the result are packed (N, D)
+        rows; only the attention itself runs on the padded (B, n, T, d) layout."""
+        if unpadding is not None:
+            qkv = h @ torch.cat([self.q, self.k, self.v], dim=1).reshape(self.d_model, -1)  # (N, 3 n d)
+            q_h, k, v = unpadding.pad_heads(qkv, 3 * self.n_head).split(self.n_head, dim=1)  # (B, n, T, d) each
+            vec, _ = self._attend(q_h, k, v, _project(inputs.positions, self.r), inputs.content_mask,
+                                  inputs.segment_diff, None, False)
+            return self._output(h, unpadding.pack_heads(vec)), None, None
         if mem is None:
             q_h, k, v = _project(h, torch.cat([self.q, self.k, self.v], dim=1)).split(self.n_head, dim=1)
         else:
@@ -149,8 +158,11 @@ class XLNetRelativeAttention(nn.Module):
 
     def _post_attention(self, x: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
         """x (B, T, D), vec (B, n, T, d) -> LayerNorm(x + dropout(vec @ o))."""
-        out = vec.transpose(1, 2).flatten(2) @ self.o.reshape(self.d_model, -1).t()  # (B, T, D)
-        return self.layer_norm(x + self.dropout(out))
+        return self._output(x, vec.transpose(1, 2).flatten(2))
+
+    def _output(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """x (..., D), attention vectors (..., n d) -> LayerNorm(x + dropout(rows @ o))."""
+        return self.layer_norm(x + self.dropout(rows @ self.o.reshape(self.d_model, -1).t()))
 
 
 class XLNetFeedForward(nn.Module):
@@ -177,8 +189,8 @@ class XLNetLayer(nn.Module):
         self.rel_attn = XLNetRelativeAttention(config)
         self.ff = XLNetFeedForward(config)
 
-    def forward(self, h, g, inputs: AttentionInputs, mem=None, output_attentions: bool = False):
-        h, g, probs = self.rel_attn(h, g, inputs, mem, output_attentions)
+    def forward(self, h, g, inputs: AttentionInputs, mem=None, output_attentions: bool = False, unpadding=None):
+        h, g, probs = self.rel_attn(h, g, inputs, mem, output_attentions, unpadding)
         return self.ff(h), (self.ff(g) if g is not None else None), probs
 
 
