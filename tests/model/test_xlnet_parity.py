@@ -163,6 +163,9 @@ def test_transformers_checkpoint_loads_and_computes_the_same(tmp_path, cls, vari
     cases = [dict(input_ids=ids), dict(input_ids=ids, attention_mask=mask, token_type_ids=types)]
     if hf_config.attn_type == "uni":  # transformers fails on a causal mask plus padding or perm_mask (in-place +=)
         cases = [dict(input_ids=ids), dict(input_ids=ids, token_type_ids=types)]
+        if choices is None:  # the query stream under the causal mask alone
+            cases.append(dict(input_ids=ids, token_type_ids=types,
+                              target_mapping=_permutation_inputs(batch, ids.shape[-1])[1]))
     elif choices is None:
         perm_mask, target_mapping = _permutation_inputs(batch, ids.shape[-1])
         cases += [dict(input_ids=ids, perm_mask=perm_mask, token_type_ids=types, attention_mask=mask),
@@ -390,3 +393,23 @@ def test_unpadded_path_equals_the_padded_one_with_zeros_at_padding():
     assert grads_u.keys() == grads_p.keys() and len(grads_u) > 10
     for name, grad in grads_u.items():
         torch.testing.assert_close(grad, grads_p[name], atol=TOLERANCE, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("unpad", [True, False])
+def test_sequence_heads_run_the_last_layer_at_cls_only(unpad):
+    """The sequence heads pass `read_positions` (<cls>, the last real token): same logits as the
+    full last layer (forced by output_hidden_states), states elsewhere zero."""
+    from bertkit.model.bert import set_unpad
+
+    torch.manual_seed(0)
+    model = set_unpad(_perturb(XLNetForSequenceClassification(XLNetConfig.from_preset("tiny", vocab_size=VOCAB)), 3),
+                      unpad)
+    ids, types, mask = _batch()
+    with torch.no_grad():
+        sparse = model(ids, attention_mask=mask, token_type_ids=types)
+        full = model(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
+        states = model.transformer(ids, attention_mask=mask, token_type_ids=types,
+                                   read_positions=torch.tensor([8, 8, 8])).last_hidden_state
+    torch.testing.assert_close(sparse.logits, full.logits, atol=TOLERANCE, rtol=TOLERANCE)
+    assert states[:, :8].abs().max() == 0
+    torch.testing.assert_close(states[:, 8], full.hidden_states[-1][:, 8], atol=TOLERANCE, rtol=TOLERANCE)

@@ -186,8 +186,14 @@ class XLNetModel(UnpadSwitch, XLNetPreTrainedModel):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         unpad: bool | None = None,
+        read_positions: torch.Tensor | None = None,
     ) -> XLNetModelOutput:
-        """See the module docstring for the inputs; returns XLNetModelOutput."""
+        """See the module docstring for the inputs; returns XLNetModelOutput.
+
+        read_positions (B,) long: the one position per row a head reads (the sequence heads'
+        <cls>): the last layer then runs its queries and FFN there only, and
+        `last_hidden_state` is zero elsewhere (content stream only; ignored with
+        output_hidden_states / output_attentions, perm_mask, target_mapping or mems)."""
         config = self.config
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
@@ -225,7 +231,17 @@ class XLNetModel(UnpadSwitch, XLNetPreTrainedModel):
         hidden_states: list[torch.Tensor] = []
         attentions: list = []
         padded = unpadding.pad if unpadding is not None else (lambda x: x)  # packed rows -> (B, T, D)
+        sparse_last = (read_positions is not None and not output_hidden_states and not output_attentions
+                       and perm_mask is None and target_mapping is None and mems is None)
         for index, layer in enumerate(self.layer):
+            if sparse_last and index == len(self.layer) - 1:
+                if use_mems:
+                    new_mems.append(self._cache_mem(padded(h), None))
+                rows = layer.forward_at(h, read_positions, inputs, unpadding)  # (B, 1, D)
+                h = torch.zeros(batch, qlen, rows.shape[-1], dtype=rows.dtype, device=rows.device)
+                h[torch.arange(batch, device=h.device), read_positions] = rows[:, 0]
+                unpadding, padded = None, (lambda x: x)
+                break
             if use_mems:
                 new_mems.append(self._cache_mem(padded(h), None if mems is None else mems[index]))
             if output_hidden_states:
@@ -317,10 +333,22 @@ class XLNetSequenceSummary(ElectraSequenceSummary):
         """(B, T, H), mask (B, T) 1 = token -> (B, H)."""
         if self.summary_type != "last" or attention_mask is None:
             return super().forward(hidden_states)
-        length = attention_mask.shape[1]
-        last = length - 1 - (attention_mask.flip(1) > 0).to(torch.int8).argmax(1)  # (B,) an all-padding row: T - 1
+        last = last_token_positions(attention_mask)
         summary = hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last]  # (B, H)
         return self.last_dropout(self.activation(self.summary(summary)))
+
+    def read_positions(self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor | None:
+        """(B,) the position `forward` will read, for XLNetModel's `read_positions` (None: all)."""
+        if self.summary_type != "last" or input_ids is None:
+            return None
+        if attention_mask is None:
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] - 1, dtype=torch.long, device=input_ids.device)
+        return last_token_positions(attention_mask)
+
+
+def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) 1 = token -> (B,) each row's last real position (T - 1 for a row of padding only)."""
+    return attention_mask.shape[1] - 1 - (attention_mask.flip(1) > 0).to(torch.int8).argmax(1)
 
 
 class XLNetForSequenceClassification(XLNetPreTrainedModel):
@@ -346,9 +374,10 @@ class XLNetForSequenceClassification(XLNetPreTrainedModel):
                 use_mems=None, output_attentions: bool = False, output_hidden_states: bool = False,
                 ) -> XLNetForSequenceClassificationOutput:
         """labels: (B,) int64 class ids, (B,) float targets (regression) or (B, K) float (multi-label)."""
-        out = self.transformer(input_ids, attention_mask, mems, perm_mask, target_mapping, token_type_ids,
-                               input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states)
         tokens = _token_mask(attention_mask, input_mask) if target_mapping is None else None  # else: M query rows
+        out = self.transformer(input_ids, attention_mask, mems, perm_mask, target_mapping, token_type_ids,
+                               input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states,
+                               read_positions=self.sequence_summary.read_positions(tokens, input_ids))
         logits = self.logits_proj(self.sequence_summary(out.last_hidden_state, tokens))  # (B, K)
         loss = None
         if labels is not None:
@@ -447,9 +476,10 @@ class XLNetForMultipleChoice(XLNetPreTrainedModel):
         num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         ids, types, mask, padding = flatten_choices(input_ids, token_type_ids, attention_mask, input_mask)
         embeds = None if inputs_embeds is None else inputs_embeds.reshape(-1, *inputs_embeds.shape[-2:])
-        out = self.transformer(ids, mask, mems, perm_mask, target_mapping, types, padding, embeds, use_mems,
-                               output_attentions, output_hidden_states)
         tokens = _token_mask(mask, padding) if target_mapping is None else None
+        out = self.transformer(ids, mask, mems, perm_mask, target_mapping, types, padding, embeds, use_mems,
+                               output_attentions, output_hidden_states,
+                               read_positions=self.sequence_summary.read_positions(tokens, ids))
         scores = self.logits_proj(self.sequence_summary(out.last_hidden_state, tokens))  # (B * C, 1)
         result = choice_output(scores, num_choices, labels, out)
         return XLNetForMultipleChoiceOutput(result.loss, result.logits, out.mems, out.hidden_states, out.attentions)
