@@ -183,11 +183,15 @@ def test_transformers_checkpoint_loads_and_computes_the_same(tmp_path, cls, vari
         assert _compare(a, b, where, inputs.get("attention_mask")) >= 1
 
 
+PRESETS = {"tiny": {}, "mini": {}, "base": {"n_layer": 1}}  # as tests/interop/test_transformers_matrix.py
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
 @pytest.mark.parametrize("cls", CLASSES, ids=[c.__name__ for c in CLASSES])
-def test_bertkit_checkpoint_loads_in_transformers_and_computes_the_same(tmp_path, cls):
+def test_bertkit_checkpoint_loads_in_transformers_and_computes_the_same(tmp_path, cls, preset):
     torch.manual_seed(0)
-    config = XLNetConfig.from_preset("tiny", vocab_size=VOCAB, dropout=0.0, summary_last_dropout=0.0,
-                                     initializer_range=0.1)
+    config = XLNetConfig.from_preset(preset, **PRESETS[preset], vocab_size=VOCAB, dropout=0.0,
+                                     summary_last_dropout=0.0, initializer_range=0.1 if preset == "tiny" else 0.02)
     ours = _perturb(cls(config), seed=2)
     ours.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
