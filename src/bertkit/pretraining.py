@@ -155,7 +155,7 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
                 f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
                 f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
             )
-        limit = getattr(model.config, "max_position_embeddings", None)  # None: relative positions (XLNet)
+        limit = model.config.position_limit  # None: relative positions (XLNet)
         if limit is not None and limit < info.max_seq_length:
             raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
                                f"max_position_embeddings {limit}")

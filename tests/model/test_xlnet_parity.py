@@ -89,20 +89,25 @@ def _hf(cls):
 
 
 def _compare(ours, theirs, where: str, mask: torch.Tensor | None = None) -> int:
+    """Outputs both sides have within TOLERANCE; with a padding mask, per-token outputs and
+    memories only at the real positions (bertkit's unpadded path leaves zeros at padding)."""
+    rows = None if mask is None or bool(mask.all()) else mask.reshape(-1, mask.shape[-1]).bool()  # (B', T)
     compared = 0
     for key in OUTPUTS:
         a, b = getattr(ours, key, None), getattr(theirs, key, None)
         if a is None or b is None:
             continue
-        if mask is not None and not bool(mask.all()) and hasattr(ours, "start_logits"):
-            if key == "loss":  # bertkit's QA heads floor padding logits: the softmax differs there
-                continue
-            if key in ("start_logits", "end_logits"):
-                a, b = a[mask.bool()], b[mask.bool()]
+        if rows is not None:
+            if key == "loss" and hasattr(ours, "start_logits"):
+                continue  # bertkit's QA heads floor padding logits: the softmax differs there
+            if a.dim() >= 2 and a.shape[:2] == rows.shape:
+                a, b = a[rows], b[rows]
         torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{where} {key}: {m}")
         compared += 1
     if getattr(theirs, "mems", None) is not None:
-        for a, b in zip(ours.mems, theirs.mems, strict=True):
+        for a, b in zip(ours.mems, theirs.mems, strict=True):  # (mlen, B', D)
+            if rows is not None and a.shape[:2] == rows.t().shape:
+                a, b = a[rows.t()], b[rows.t()]
             torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{where} mems: {m}")
     return compared
 
@@ -122,6 +127,13 @@ def _labels_for(cls, batch_size: int, length: int, targets: int | None):
     if cls in (XLNetForSequenceClassification, XLNetForMultipleChoice):
         return {"labels": torch.tensor([1, 0, 1])}
     return {}
+
+
+def _unlabel_padding(labels: dict, mask: torch.Tensor | None) -> dict:
+    """Per-token labels are -100 at padding (what every collate gives)."""
+    if mask is None or "labels" not in labels or labels["labels"].shape != mask.shape:
+        return labels
+    return {**labels, "labels": labels["labels"].masked_fill(mask == 0, -100)}
 
 
 VARIANTS = {
@@ -151,6 +163,9 @@ def test_transformers_checkpoint_loads_and_computes_the_same(tmp_path, cls, vari
     cases = [dict(input_ids=ids), dict(input_ids=ids, attention_mask=mask, token_type_ids=types)]
     if hf_config.attn_type == "uni":  # transformers fails on a causal mask plus padding or perm_mask (in-place +=)
         cases = [dict(input_ids=ids), dict(input_ids=ids, token_type_ids=types)]
+        if choices is None:  # the query stream under the causal mask alone
+            cases.append(dict(input_ids=ids, token_type_ids=types,
+                              target_mapping=_permutation_inputs(batch, ids.shape[-1])[1]))
     elif choices is None:
         perm_mask, target_mapping = _permutation_inputs(batch, ids.shape[-1])
         cases += [dict(input_ids=ids, perm_mask=perm_mask, token_type_ids=types, attention_mask=mask),
@@ -161,17 +176,22 @@ def test_transformers_checkpoint_loads_and_computes_the_same(tmp_path, cls, vari
         if cls in (XLNetForTokenClassification, XLNetForQuestionAnsweringSimple) and targets:
             continue  # per-position heads on the query stream's M rows: not a meaningful call
         extra = _labels_for(cls, batch, ids.shape[-1], targets) if batch == 3 or cls is XLNetLMHeadModel else {}
+        extra = _unlabel_padding(extra, inputs.get("attention_mask"))
         with torch.no_grad():
             a, b = ours(**inputs, **extra), theirs(**inputs, **extra)
         where = f"{cls.__name__} {variant} {sorted(inputs)}"
         assert _compare(a, b, where, inputs.get("attention_mask")) >= 1
 
 
+PRESETS = {"tiny": {}, "mini": {}, "base": {"n_layer": 1}}  # as tests/interop/test_transformers_matrix.py
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
 @pytest.mark.parametrize("cls", CLASSES, ids=[c.__name__ for c in CLASSES])
-def test_bertkit_checkpoint_loads_in_transformers_and_computes_the_same(tmp_path, cls):
+def test_bertkit_checkpoint_loads_in_transformers_and_computes_the_same(tmp_path, cls, preset):
     torch.manual_seed(0)
-    config = XLNetConfig.from_preset("tiny", vocab_size=VOCAB, dropout=0.0, summary_last_dropout=0.0,
-                                     initializer_range=0.1)
+    config = XLNetConfig.from_preset(preset, **PRESETS[preset], vocab_size=VOCAB, dropout=0.0,
+                                     summary_last_dropout=0.0, initializer_range=0.1 if preset == "tiny" else 0.02)
     ours = _perturb(cls(config), seed=2)
     ours.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
@@ -181,9 +201,10 @@ def test_bertkit_checkpoint_loads_in_transformers_and_computes_the_same(tmp_path
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     choices = 2 if cls is XLNetForMultipleChoice else None
     ids, types, mask = _batch(choices)
+    labels = _unlabel_padding(_labels_for(cls, 3, 9, None), mask)
     with torch.no_grad():
-        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, **_labels_for(cls, 3, 9, None))
-        b = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, **_labels_for(cls, 3, 9, None))
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels)
+        b = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels)
     assert _compare(a, b, f"{cls.__name__} in transformers", mask) >= 1
     reloaded = cls.from_pretrained(tmp_path)
     assert load_config(tmp_path).to_dict() == {**config.to_dict(), "architectures": [cls.__name__]}
@@ -275,3 +296,124 @@ def test_presets_and_config_round_trip():
 def test_bad_config_fields_are_named(values, field):
     with pytest.raises(bertkit.errors.ConfigError, match=f"'{field}'"):
         XLNetConfig.from_dict({"d_model": 32, "n_head": 4, "d_inner": 64, **values})
+
+
+def test_attention_probabilities_and_hidden_states_match_transformers(tmp_path):
+    torch.manual_seed(0)
+    theirs = _perturb(transformers.XLNetModel(transformers.XLNetConfig(**SIZES)), seed=6)
+    theirs.save_pretrained(tmp_path)
+    ours = XLNetModel.from_pretrained(tmp_path)
+    ids, types, mask = _batch()
+    perm_mask, target_mapping = _permutation_inputs(3, 9)
+    options = dict(output_attentions=True, output_hidden_states=True)
+    with torch.no_grad():
+        a = ours(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask, **options)
+        b = theirs(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask, **options)
+        two = ours(ids, attention_mask=mask, perm_mask=perm_mask, target_mapping=target_mapping, **options)
+    for ours_probs, theirs_probs in zip(a.attentions, b.attentions, strict=True):
+        torch.testing.assert_close(ours_probs, theirs_probs, atol=TOLERANCE, rtol=TOLERANCE)
+    for ours_state, theirs_state in zip(a.hidden_states, b.hidden_states, strict=True):
+        torch.testing.assert_close(ours_state, theirs_state, atol=TOLERANCE, rtol=TOLERANCE)
+    assert len(two.hidden_states) == 2 * 3 and two.hidden_states[1].shape == (3, 3, 32)  # (h, g) per layer input
+    content, query = two.attentions[0]
+    assert content.shape == (3, 4, 9, 9) and query.shape == (3, 4, 3, 9)
+    positions = target_mapping.argmax(-1)
+    for b_index in range(2):  # a target never sees itself in the query stream
+        for m, position in enumerate(positions[b_index].tolist()):
+            assert query[b_index, :, m, position].abs().max() == 0
+
+
+def test_training_mode_dropout_is_reproducible_from_the_seed():
+    model = XLNetLMHeadModel(XLNetConfig.from_preset("tiny", vocab_size=VOCAB, dropout=0.3)).train()
+    ids, types, mask = _batch()
+    perm_mask, target_mapping = _permutation_inputs(3, 9)
+    losses = []
+    for _ in range(2):
+        torch.manual_seed(5)
+        losses.append(model(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask,
+                            target_mapping=target_mapping, labels=torch.ones(3, 3, dtype=torch.long)).loss)
+    assert torch.isfinite(losses[0]) and torch.equal(losses[0], losses[1])
+    with torch.no_grad():
+        model.eval()
+        evaluated = model(ids, attention_mask=mask, token_type_ids=types, perm_mask=perm_mask,
+                          target_mapping=target_mapping, labels=torch.ones(3, 3, dtype=torch.long)).loss
+    assert not torch.equal(evaluated, losses[0])
+
+
+def _right_padded(ids, types, mask):
+    """The same rows with their padding moved to the end (bertkit's collate pads on the right)."""
+    order = torch.argsort(1 - mask, dim=-1, stable=True)  # real tokens first, in order
+    return ids.gather(-1, order), types.gather(-1, order), mask.gather(-1, order)
+
+
+@pytest.mark.parametrize("cls", [XLNetForSequenceClassification, XLNetForMultipleChoice, XLNetForTokenClassification,
+                                 XLNetForQuestionAnsweringSimple], ids=lambda c: c.__name__)
+def test_right_padding_gives_transformers_left_padded_result(tmp_path, cls):
+    """The heads read XLNet's <cls> at the last real token, so bertkit's right-padded batches
+    score as transformers' left-padded ones (the relative encodings ignore where padding is)."""
+    torch.manual_seed(0)
+    theirs = _perturb(_hf(cls)(transformers.XLNetConfig(**SIZES)), seed=8)
+    theirs.save_pretrained(tmp_path)
+    ours = cls.from_pretrained(tmp_path)
+    ids, types, mask = _batch(2 if cls is XLNetForMultipleChoice else None)
+    right = _right_padded(ids, types, mask)
+    with torch.no_grad():
+        expected = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        got = ours(input_ids=right[0], token_type_ids=right[1], attention_mask=right[2])
+    for key in ("logits", "start_logits", "end_logits"):
+        if getattr(got, key, None) is None:
+            continue
+        a, b = getattr(got, key), getattr(expected, key)
+        if a.shape[: mask.dim()] == mask.shape:  # per token: compare the real positions, in order
+            a, b = a[right[2].bool()], b[mask.bool()]
+        torch.testing.assert_close(a, b, atol=TOLERANCE, rtol=TOLERANCE, msg=lambda m: f"{cls.__name__} {key}: {m}")
+
+
+def test_unpadded_path_equals_the_padded_one_with_zeros_at_padding():
+    from bertkit.model.bert import set_unpad
+
+    torch.manual_seed(0)
+    config = XLNetConfig.from_preset("tiny", vocab_size=VOCAB, mem_len=None, dropout=0.0)
+    model = _perturb(XLNetForTokenClassification(config), 9)
+    ids, types, mask = _batch()
+    labels = _unlabel_padding({"labels": torch.randint(0, 2, ids.shape)}, mask)["labels"]
+    outputs = {}
+    for unpad in (True, False):
+        set_unpad(model, unpad)
+        model.zero_grad()
+        model.train()
+        loss = model(ids, attention_mask=mask, token_type_ids=types, labels=labels).loss
+        loss.backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        with torch.no_grad():
+            out = model.eval()(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
+        outputs[unpad] = (loss, grads, out)
+    (loss_u, grads_u, out_u), (loss_p, grads_p, out_p) = outputs[True], outputs[False]
+    real = mask.bool()
+    torch.testing.assert_close(out_u.logits[real], out_p.logits[real], atol=TOLERANCE, rtol=TOLERANCE)
+    assert out_u.hidden_states[-1][~real].abs().max() == 0  # zeros at padding on the unpadded path
+    torch.testing.assert_close(out_u.mems[0][real.t()], out_p.mems[0][real.t()], atol=0, rtol=0)  # the embeddings
+    torch.testing.assert_close(loss_u, loss_p, atol=TOLERANCE, rtol=TOLERANCE)
+    assert grads_u.keys() == grads_p.keys() and len(grads_u) > 10
+    for name, grad in grads_u.items():
+        torch.testing.assert_close(grad, grads_p[name], atol=TOLERANCE, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("unpad", [True, False])
+def test_sequence_heads_run_the_last_layer_at_cls_only(unpad):
+    """The sequence heads pass `read_positions` (<cls>, the last real token): same logits as the
+    full last layer (forced by output_hidden_states), states elsewhere zero."""
+    from bertkit.model.bert import set_unpad
+
+    torch.manual_seed(0)
+    model = set_unpad(_perturb(XLNetForSequenceClassification(XLNetConfig.from_preset("tiny", vocab_size=VOCAB)), 3),
+                      unpad)
+    ids, types, mask = _batch()
+    with torch.no_grad():
+        sparse = model(ids, attention_mask=mask, token_type_ids=types)
+        full = model(ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
+        states = model.transformer(ids, attention_mask=mask, token_type_ids=types,
+                                   read_positions=torch.tensor([8, 8, 8])).last_hidden_state
+    torch.testing.assert_close(sparse.logits, full.logits, atol=TOLERANCE, rtol=TOLERANCE)
+    assert states[:, :8].abs().max() == 0
+    torch.testing.assert_close(states[:, 8], full.hidden_states[-1][:, 8], atol=TOLERANCE, rtol=TOLERANCE)

@@ -41,6 +41,7 @@ from bertkit.model.dropout import Dropout
 from bertkit.model.electra import ElectraSequenceSummary
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
+from bertkit.model.unpad import UnpadSwitch, plan_unpadding
 from bertkit.model.task_heads import choice_output, flatten_choices, problem_type, sequence_classification_loss
 from bertkit.model.xlnet_attention import (
     AttentionInputs,
@@ -137,13 +138,26 @@ class XLNetPreTrainedModel(PreTrainedModel):
         elif isinstance(module, XLNetLMLoss):
             module.bias.data.zero_()
 
+    @classmethod
+    def head_dropout(cls, config: XLNetConfig) -> float:
+        """Dropout before the output layer (none: transformers' token and QA heads have none;
+        the sequence heads override it)."""
+        return 0.0
+
     @property
     def backbone(self) -> "XLNetModel":
         return getattr(self, self.base_model_prefix)
 
 
-class XLNetModel(XLNetPreTrainedModel):
-    """Word embeddings (+ the query stream's `mask_emb`) -> n_layer two-stream layers."""
+class XLNetModel(UnpadSwitch, XLNetPreTrainedModel):
+    """Word embeddings (+ the query stream's `mask_emb`) -> n_layer two-stream layers.
+
+    A padded batch on the content stream alone (no perm_mask, target_mapping, mems or
+    output_attentions: fine-tuning and inference) runs BERT's unpadded path
+    (bertkit.model.unpad): embeddings, projections, FFN and LayerNorms on the real tokens
+    only; `last_hidden_state`, `hidden_states` and `mems` are then zero at padding (the real
+    positions as padded). `unpad` (attribute, `set_unpad`, or the call's argument): None =
+    automatic, True / False = always / never."""
 
     backbone_prefix = ""
 
@@ -171,8 +185,15 @@ class XLNetModel(XLNetPreTrainedModel):
         use_mems: bool | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        unpad: bool | None = None,
+        read_positions: torch.Tensor | None = None,
     ) -> XLNetModelOutput:
-        """See the module docstring for the inputs; returns XLNetModelOutput."""
+        """See the module docstring for the inputs; returns XLNetModelOutput.
+
+        read_positions (B,) long: the one position per row a head reads (the sequence heads'
+        <cls>): the last layer then runs its queries and FFN there only, and
+        `last_hidden_state` is zero elsewhere (content stream only; ignored with
+        output_hidden_states / output_attentions, perm_mask, target_mapping or mems)."""
         config = self.config
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
@@ -195,6 +216,11 @@ class XLNetModel(XLNetPreTrainedModel):
             segment_difference(token_type_ids, mlen) if token_type_ids is not None else None,
             self.dropout(positions),
         )
+        unpadding = None
+        if perm_mask is None and target_mapping is None and mems is None and not output_attentions:
+            unpadding = plan_unpadding(_token_mask(attention_mask, input_mask), self.unpad if unpad is None else unpad)
+        if unpadding is not None:
+            embedded = unpadding.pack(embedded)  # (N, D)
         h = self.dropout(embedded)
         g = None
         if target_mapping is not None:
@@ -204,15 +230,27 @@ class XLNetModel(XLNetPreTrainedModel):
         new_mems: list[torch.Tensor] = []
         hidden_states: list[torch.Tensor] = []
         attentions: list = []
+        padded = unpadding.pad if unpadding is not None else (lambda x: x)  # packed rows -> (B, T, D)
+        sparse_last = (read_positions is not None and not output_hidden_states and not output_attentions
+                       and perm_mask is None and target_mapping is None and mems is None)
         for index, layer in enumerate(self.layer):
+            if sparse_last and index == len(self.layer) - 1:
+                if use_mems:
+                    new_mems.append(self._cache_mem(padded(h), None))
+                rows = layer.forward_at(h, read_positions, inputs, unpadding)  # (B, 1, D)
+                h = torch.zeros(batch, qlen, rows.shape[-1], dtype=rows.dtype, device=rows.device)
+                h[torch.arange(batch, device=h.device), read_positions] = rows[:, 0]
+                unpadding, padded = None, (lambda x: x)
+                break
             if use_mems:
-                new_mems.append(self._cache_mem(h, None if mems is None else mems[index]))
+                new_mems.append(self._cache_mem(padded(h), None if mems is None else mems[index]))
             if output_hidden_states:
-                hidden_states += [h, g] if g is not None else [h]
+                hidden_states += [padded(h), g] if g is not None else [padded(h)]
             mem = None if mems is None or mems[index] is None else mems[index].transpose(0, 1).to(h.dtype)
-            h, g, probs = layer(h, g, inputs, mem, output_attentions)
+            h, g, probs = layer(h, g, inputs, mem, output_attentions, unpadding)
             if output_attentions:
                 attentions.append(probs)
+        h = padded(h)
         if output_hidden_states:
             hidden_states += [h, g] if g is not None else [h]
         output = self.dropout(g if g is not None else h)
@@ -231,6 +269,13 @@ class XLNetModel(XLNetPreTrainedModel):
 
 
 # ---- heads -----------------------------------------------------------------------------------
+
+def _token_mask(attention_mask: torch.Tensor | None, input_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, T) 1 = token, from either of transformers' two masks (None when neither is given)."""
+    if attention_mask is not None:
+        return attention_mask
+    return None if input_mask is None else (input_mask == 0).long()
+
 
 class XLNetLMLoss(nn.Module):
     """transformers' `lm_loss` linear layer with its weight tied to the word embeddings:
@@ -276,7 +321,34 @@ class XLNetLMHeadModel(XLNetPreTrainedModel):
 
 class XLNetSequenceSummary(ElectraSequenceSummary):
     """transformers' sequence summary (`summary` linear, activation, last dropout), reading
-    the last position by default: XLNet's <cls> (inputs are left-padded)."""
+    by default the last position: XLNet's <cls>.
+
+    With an attention mask, "last" reads the last *real* position of each row: the same
+    position as transformers' on left-padded inputs (XLNet's tokenizer pads on the left),
+    and still the <cls> on right-padded ones (bertkit's collate pads on the right). The
+    relative encodings make a row's states independent of where its padding sits, so both
+    paddings give transformers' left-padded result."""
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, H), mask (B, T) 1 = token -> (B, H)."""
+        if self.summary_type != "last" or attention_mask is None:
+            return super().forward(hidden_states)
+        last = last_token_positions(attention_mask)
+        summary = hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last]  # (B, H)
+        return self.last_dropout(self.activation(self.summary(summary)))
+
+    def read_positions(self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor | None:
+        """(B,) the position `forward` will read, for XLNetModel's `read_positions` (None: all)."""
+        if self.summary_type != "last" or input_ids is None:
+            return None
+        if attention_mask is None:
+            return torch.full((input_ids.shape[0],), input_ids.shape[1] - 1, dtype=torch.long, device=input_ids.device)
+        return last_token_positions(attention_mask)
+
+
+def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) 1 = token -> (B,) each row's last real position (T - 1 for a row of padding only)."""
+    return attention_mask.shape[1] - 1 - (attention_mask.flip(1) > 0).to(torch.int8).argmax(1)
 
 
 class XLNetForSequenceClassification(XLNetPreTrainedModel):
@@ -284,6 +356,10 @@ class XLNetForSequenceClassification(XLNetPreTrainedModel):
     losses as transformers (regression, single- or multi-label by problem_type / labels)."""
 
     optional_prefixes = ("sequence_summary.", "logits_proj.")
+
+    @classmethod
+    def head_dropout(cls, config: XLNetConfig) -> float:
+        return config.summary_last_dropout
 
     def __init__(self, config: XLNetConfig):
         super().__init__(config)
@@ -298,9 +374,11 @@ class XLNetForSequenceClassification(XLNetPreTrainedModel):
                 use_mems=None, output_attentions: bool = False, output_hidden_states: bool = False,
                 ) -> XLNetForSequenceClassificationOutput:
         """labels: (B,) int64 class ids, (B,) float targets (regression) or (B, K) float (multi-label)."""
+        tokens = _token_mask(attention_mask, input_mask) if target_mapping is None else None  # else: M query rows
         out = self.transformer(input_ids, attention_mask, mems, perm_mask, target_mapping, token_type_ids,
-                               input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states)
-        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state))  # (B, K)
+                               input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states,
+                               read_positions=self.sequence_summary.read_positions(tokens, input_ids))
+        logits = self.logits_proj(self.sequence_summary(out.last_hidden_state, tokens))  # (B, K)
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
@@ -358,9 +436,9 @@ class XLNetForQuestionAnsweringSimple(XLNetPreTrainedModel):
                                input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states)
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in
                                     self.qa_outputs(out.last_hidden_state).split(1, dim=-1))  # (B, T) each
-        padding = attention_mask == 0 if attention_mask is not None else (input_mask > 0 if input_mask is not None
-                                                                           else None)
-        if padding is not None:
+        tokens = _token_mask(attention_mask, input_mask)
+        if tokens is not None:
+            padding = tokens == 0
             start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
             end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
         loss = None
@@ -379,6 +457,10 @@ class XLNetForMultipleChoice(XLNetPreTrainedModel):
 
     optional_prefixes = ("sequence_summary.", "logits_proj.")
 
+    @classmethod
+    def head_dropout(cls, config: XLNetConfig) -> float:
+        return config.summary_last_dropout
+
     def __init__(self, config: XLNetConfig):
         super().__init__(config)
         self.transformer = XLNetModel(config)
@@ -394,8 +476,10 @@ class XLNetForMultipleChoice(XLNetPreTrainedModel):
         num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         ids, types, mask, padding = flatten_choices(input_ids, token_type_ids, attention_mask, input_mask)
         embeds = None if inputs_embeds is None else inputs_embeds.reshape(-1, *inputs_embeds.shape[-2:])
+        tokens = _token_mask(mask, padding) if target_mapping is None else None
         out = self.transformer(ids, mask, mems, perm_mask, target_mapping, types, padding, embeds, use_mems,
-                               output_attentions, output_hidden_states)
-        scores = self.logits_proj(self.sequence_summary(out.last_hidden_state))  # (B * C, 1)
+                               output_attentions, output_hidden_states,
+                               read_positions=self.sequence_summary.read_positions(tokens, ids))
+        scores = self.logits_proj(self.sequence_summary(out.last_hidden_state, tokens))  # (B * C, 1)
         result = choice_output(scores, num_choices, labels, out)
         return XLNetForMultipleChoiceOutput(result.loss, result.logits, out.mems, out.hidden_states, out.attentions)

@@ -32,6 +32,7 @@ from torch import nn
 
 from bertkit.model.dropout import Dropout
 from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.unpad import Unpadding
 from bertkit.model.xlnet_config import XLNetConfig
 
 MASKED_SCORE = -1e30  # transformers' (and the original's) score of a masked key
@@ -92,10 +93,18 @@ class XLNetRelativeAttention(nn.Module):
 
     def forward(
         self, h: torch.Tensor, g: torch.Tensor | None, inputs: AttentionInputs, mem: torch.Tensor | None = None,
-        output_attentions: bool = False,
+        output_attentions: bool = False, unpadding: Unpadding | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, tuple | torch.Tensor | None]:
         """h (B, T, D) content stream; g (B, M, D) query stream or None; mem (B, mlen, D) or None.
-        -> (h, g, probabilities: (B, n, T, K), or (content, query (B, n, M, K)) with g, or None)."""
+        -> (h, g, probabilities: (B, n, T, K), or (content, query (B, n, M, K)) with g, or None).
+        With `unpadding` (content stream only, no memory): h and the result are packed (N, D)
+        rows; only the attention itself runs on the padded (B, n, T, d) layout."""
+        if unpadding is not None:
+            qkv = h @ torch.cat([self.q, self.k, self.v], dim=1).reshape(self.d_model, -1)  # (N, 3 n d)
+            q_h, k, v = unpadding.pad_heads(qkv, 3 * self.n_head).split(self.n_head, dim=1)  # (B, n, T, d) each
+            vec, _ = self._attend(q_h, k, v, _project(inputs.positions, self.r), inputs.content_mask,
+                                  inputs.segment_diff, None, False)
+            return self._output(h, unpadding.pack_heads(vec)), None, None
         if mem is None:
             q_h, k, v = _project(h, torch.cat([self.q, self.k, self.v], dim=1)).split(self.n_head, dim=1)
         else:
@@ -110,43 +119,76 @@ class XLNetRelativeAttention(nn.Module):
         rows = positions[:, :, None].expand(-1, -1, k.shape[2])  # (B, M, K)
         query_mask = None if inputs.query_mask is None else inputs.query_mask.expand(h.shape[0], -1, -1).gather(1, rows)
         diff = None if inputs.segment_diff is None else inputs.segment_diff.gather(1, rows)
-        vec_g, probs_g = self._attend(_project(g, self.q), k, v, k_r, query_mask, diff, positions, output_attentions)
+        vec_g, probs_g = self._attend(_project(g, self.q), k, v, k_r, query_mask, diff, positions, output_attentions,
+                                      qlen=h.shape[1])
         g_out = self._post_attention(g, vec_g * inputs.target_weight)
         return h_out, g_out, ((probs_h, probs_g) if output_attentions else None)
 
+    def forward_at(
+        self, h: torch.Tensor, positions: torch.Tensor, inputs: AttentionInputs, unpadding: Unpadding | None = None,
+    ) -> torch.Tensor:
+        """The content stream at one position per row (the states a sequence head reads):
+        h (B, T, D), or packed (N, D) rows with `unpadding`; positions (B,) -> (B, 1, D).
+        Keys and values come from every position, the query from those positions only."""
+        batch = positions.shape[0]
+        kv = h @ torch.cat([self.k, self.v], dim=1).reshape(self.d_model, -1)
+        if unpadding is not None:
+            k, v = unpadding.pad_heads(kv, 2 * self.n_head).split(self.n_head, dim=1)  # (B, n, T, d) each
+            flat = torch.arange(batch, device=h.device) * unpadding.seq_len + positions
+            x = h[torch.searchsorted(unpadding.indices, flat)][:, None]  # (B, 1, D)
+        else:
+            k, v = kv.unflatten(-1, (2 * self.n_head, self.d_head)).transpose(1, 2).split(self.n_head, dim=1)
+            x = h[torch.arange(batch, device=h.device), positions][:, None]  # (B, 1, D)
+        rows = positions[:, None, None].expand(-1, 1, k.shape[2])  # (B, 1, K)
+        mask = None if inputs.content_mask is None else inputs.content_mask.expand(batch, -1, -1).gather(1, rows)
+        diff = None if inputs.segment_diff is None else inputs.segment_diff.gather(1, rows)
+        vec, _ = self._attend(_project(x, self.q), k, v, _project(inputs.positions, self.r), mask, diff,
+                              positions[:, None], False, qlen=k.shape[2])
+        return self._post_attention(x, vec)
+
     def _attend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_r: torch.Tensor, mask: torch.Tensor | None,
-        segment_diff: torch.Tensor | None, positions: torch.Tensor | None, output_attentions: bool,
+        segment_diff: torch.Tensor | None, positions: torch.Tensor | None, output_attentions: bool, qlen: int = 0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """q (B, n, Tq, d) at positions 0..T-1 (`positions` None) or at `positions` (B, Tq);
-        k, v (B, n, K, d); k_r (1 or B, n, R, d); mask / segment_diff (B, Tq, K) rows of the
-        queries -> (B, n, Tq, d) attention vectors, probabilities (B, n, Tq, K) or None."""
+        """q (B, n, Tq, d) at positions 0..T-1 (`positions` None) or at `positions` (B, Tq) of
+        a segment of `qlen` tokens; k, v (B, n, K, d); k_r (1 or B, n, R, d); mask /
+        segment_diff (B, Tq, K) rows of the queries -> (B, n, Tq, d) attention vectors,
+        probabilities (B, n, Tq, K) or None."""
         klen = k.shape[2]
-        position_scores = (q + self.r_r_bias[:, None]) @ k_r.transpose(-1, -2)  # (B, n, Tq, R)
+        # the two additive terms are scaled through their (small) queries, not over (T, K) scores
+        position_scores = ((q + self.r_r_bias[:, None]) * self.scale) @ k_r.transpose(-1, -2)  # (B, n, Tq, R)
         if positions is None:
             bias = _skew(position_scores, klen)
         else:
-            qlen = position_scores.shape[-1] - klen  # R = klen + qlen
+            # distance mlen + p - j is column qlen - p + j; "uni" has no negative distances (R = klen + 1):
+            # the future keys it would need are masked, any column does for them
             index = (qlen - positions)[:, None, :, None] + torch.arange(klen, device=q.device)  # (B, 1, Tq, K)
+            index = index.clamp(max=position_scores.shape[-1] - 1)
             bias = position_scores.gather(-1, index.expand(-1, q.shape[1], -1, -1))
         if segment_diff is not None:
-            segment_scores = (q + self.r_s_bias[:, None]) @ self.seg_embed.permute(1, 2, 0)  # (B, n, Tq, 2)
+            segment_scores = ((q + self.r_s_bias[:, None]) * self.scale) @ self.seg_embed.permute(1, 2, 0)
             bias = bias + torch.where(segment_diff[:, None], segment_scores[..., 1:], segment_scores[..., :1])
-        bias = bias * self.scale
         if mask is not None:
             masked = MASKED_SCORE_FP16 if bias.dtype == torch.float16 else MASKED_SCORE
             bias = bias.masked_fill(mask[:, None], masked)
         q = q + self.r_w_bias[:, None]
-        if not output_attentions:
-            p = self.dropout.p if self.training else 0.0
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p, scale=self.scale), None
-        probs = torch.softmax((q @ k.transpose(-1, -2)) * self.scale + bias, dim=-1)  # (B, n, Tq, K)
-        return self.dropout(probs) @ v, probs
+        dropout = self.dropout.p if self.training else 0.0
+        # SDPA fuses everything but attention dropout on CPU (its math path draws with bernoulli_):
+        # there the probabilities are formed here and dropped by bertkit's faster Dropout
+        if not output_attentions and (dropout == 0.0 or q.device.type != "cpu"):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=dropout,
+                                                  scale=self.scale), None
+        scores = torch.baddbmm(bias.flatten(0, 1), (q * self.scale).flatten(0, 1), k.transpose(-1, -2).flatten(0, 1))
+        probs = torch.softmax(scores.view(bias.shape), dim=-1)  # (B, n, Tq, K)
+        return self.dropout(probs) @ v, (probs if output_attentions else None)
 
     def _post_attention(self, x: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
         """x (B, T, D), vec (B, n, T, d) -> LayerNorm(x + dropout(vec @ o))."""
-        out = vec.transpose(1, 2).flatten(2) @ self.o.reshape(self.d_model, -1).t()  # (B, T, D)
-        return self.layer_norm(x + self.dropout(out))
+        return self._output(x, vec.transpose(1, 2).flatten(2))
+
+    def _output(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """x (..., D), attention vectors (..., n d) -> LayerNorm(x + dropout(rows @ o))."""
+        return self.layer_norm(x + self.dropout(rows @ self.o.reshape(self.d_model, -1).t()))
 
 
 class XLNetFeedForward(nn.Module):
@@ -173,9 +215,13 @@ class XLNetLayer(nn.Module):
         self.rel_attn = XLNetRelativeAttention(config)
         self.ff = XLNetFeedForward(config)
 
-    def forward(self, h, g, inputs: AttentionInputs, mem=None, output_attentions: bool = False):
-        h, g, probs = self.rel_attn(h, g, inputs, mem, output_attentions)
+    def forward(self, h, g, inputs: AttentionInputs, mem=None, output_attentions: bool = False, unpadding=None):
+        h, g, probs = self.rel_attn(h, g, inputs, mem, output_attentions, unpadding)
         return self.ff(h), (self.ff(g) if g is not None else None), probs
+
+    def forward_at(self, h, positions: torch.Tensor, inputs: AttentionInputs, unpadding=None) -> torch.Tensor:
+        """The layer's content-stream output at one position per row: (B, 1, D)."""
+        return self.ff(self.rel_attn.forward_at(h, positions, inputs, unpadding))
 
 
 # ---- the per-forward inputs ---------------------------------------------------------------
