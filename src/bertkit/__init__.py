@@ -40,6 +40,13 @@ _EXPORTS = {
     "T5Model": "bertkit.model.t5",
     "T5ForConditionalGeneration": "bertkit.model.t5",
     "T5EncoderModel": "bertkit.model.t5",
+    "XLNetConfig": "bertkit.model.xlnet_config",
+    "XLNetModel": "bertkit.model.xlnet",
+    "XLNetLMHeadModel": "bertkit.model.xlnet",
+    "XLNetForSequenceClassification": "bertkit.model.xlnet",
+    "XLNetForTokenClassification": "bertkit.model.xlnet",
+    "XLNetForQuestionAnsweringSimple": "bertkit.model.xlnet",
+    "XLNetForMultipleChoice": "bertkit.model.xlnet",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -44,11 +44,26 @@ def select_layers(
     raise BertkitError(f"layers: unknown choice {layers!r}; choose one of {', '.join(LAYER_CHOICES)}")
 
 
-def pool_tokens(features: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """(B, T, D) token features -> (B, D): "cls" = position 0, "mean" = over real tokens."""
+def pool_tokens(
+    features: torch.Tensor, attention_mask: torch.Tensor, pooling: str, cls_positions: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(B, T, D) token features -> (B, D): "cls" = the classification token (`cls_positions`
+    (B,): [CLS] at 0 for BERT, <cls> at the end for XLNet; position 0 when None), "mean" =
+    over real tokens."""
     if pooling == "cls":
-        return features[:, 0]
+        if cls_positions is None:
+            return features[:, 0]
+        return features[torch.arange(features.shape[0], device=features.device), cls_positions.to(features.device)]
     if pooling == "mean":
         mask = attention_mask.unsqueeze(-1).to(features.dtype)  # (B, T, 1)
         return (features * mask).sum(1) / mask.sum(1).clamp_min(1.0)
     raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
+
+
+def classification_positions(input_ids: torch.Tensor, cls_token_id: int | None) -> torch.Tensor:
+    """(B, T) ids -> (B,) the position of each row's first classification token (0 when the
+    row has none or the tokenizer defines none)."""
+    if cls_token_id is None:
+        return torch.zeros(input_ids.shape[0], dtype=torch.long, device=input_ids.device)
+    found = input_ids == cls_token_id
+    return torch.where(found.any(1), found.to(torch.int8).argmax(1), 0)

@@ -253,9 +253,9 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     base = load_config(source)  # BertConfig, or the config class of the checkpoint's model family
     if config.model:
         base = type(base).from_dict({**base.to_dict(), **config.model}, source="--set model.*")
-    if config.max_seq_length > base.max_position_embeddings:
+    if base.position_limit is not None and config.max_seq_length > base.position_limit:
         raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
-                          f"max_position_embeddings ({base.max_position_embeddings}) in {source}/config.json")
+                          f"max_position_embeddings ({base.position_limit}) in {source}/config.json")
     tokenizer = Tokenizer.from_pretrained(source)
     if tokenizer.vocab_size > base.vocab_size:
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
@@ -503,7 +503,8 @@ def training_greater(config: FinetuneConfig, metric: str | None) -> bool:
 def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -> dict[str, Any]:
     spec, mc = prepared.spec, prepared.base_config
     task = prepared.family.hook("describe")(spec)
-    dropout = mc.classifier_dropout if mc.classifier_dropout is not None else mc.hidden_dropout_prob
+    head_dropout = getattr(prepared.program_cls.model_class(mc), "head_dropout", None)  # the head class says
+    dropout = head_dropout(mc) if head_dropout is not None else float("nan")
     total = config.total_steps(run.steps_per_epoch)
     warmup = resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total)
     features = {}

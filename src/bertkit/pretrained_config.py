@@ -175,6 +175,13 @@ class PretrainedConfig:
             problem_type=problem_type if problem_type is not None else self.problem_type,
         )
 
+    # ---- sizes --------------------------------------------------------------------
+    @property
+    def position_limit(self) -> int | None:
+        """Positions the model can encode (its position table's `max_position_embeddings`),
+        None when it has no limit (relative encodings: XLNet)."""
+        return getattr(self, "max_position_embeddings", None)
+
     # ---- checks -------------------------------------------------------------------
     def validate(self) -> None:
         """The shared checks; a family's `validate` runs its own, then calls this."""

@@ -27,7 +27,7 @@ class SentenceFormat(InstanceFormat):
 
 
 def test_the_registered_formats_are_the_build_choices(capsys):
-    assert list(formats.FORMATS) == ["nsp", "packed", "sop"]
+    assert list(formats.FORMATS) == ["nsp", "packed", "sop", "xlnet"]
     assert all(formats.get_format(name).name == name for name in formats.FORMATS)
     with pytest.raises(SystemExit):
         main(["data", "build", "--help"])

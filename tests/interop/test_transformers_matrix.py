@@ -22,7 +22,8 @@ from bertkit.errors import ConfigError
 from bertkit.model.families import MODEL_FAMILIES, load_config
 
 TOLERANCE = 1e-4
-PAD_IDS = {"bert": 0, "roberta": 1, "electra": 0, "albert": 0}  # the encoder families (T5: tests/model/test_t5_parity.py)
+# the families built on BertConfig's fields (XLNet's matrix: tests/model/test_xlnet_parity.py)
+PAD_IDS = {"bert": 0, "roberta": 1, "electra": 0, "albert": 0}
 PRESETS = {"tiny": {}, "mini": {}, "base": {"num_hidden_layers": 1}}
 # Classes saved by pre-training objectives besides the registry's backbone, MLM and task heads.
 EXTRA_CLASSES = {
@@ -44,7 +45,8 @@ def _resolve(reference: str):
 
 def _classes(family: str) -> list[str]:
     entry = MODEL_FAMILIES[family]
-    return [entry.backbone, entry.mlm.model, *entry.tasks.values(), *EXTRA_CLASSES.get(family, ())]
+    masked_lm = [entry.mlm.model] if entry.mlm is not None else []
+    return [entry.backbone, *masked_lm, *entry.tasks.values(), *EXTRA_CLASSES.get(family, ())]
 
 
 def _config(family: str, preset: str, pre_layer_norm: bool):

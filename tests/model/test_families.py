@@ -36,8 +36,8 @@ def test_bert_checkpoint_without_model_type_is_bert(tmp_path):
 
 
 def test_unknown_model_type_names_the_file(tmp_path):
-    directory = write_config(tmp_path / "m", {"model_type": "xlnet"})
-    with pytest.raises(BertkitError, match=r"config\.json: model_type 'xlnet' is not supported"):
+    directory = write_config(tmp_path / "m", {"model_type": "reformer"})
+    with pytest.raises(BertkitError, match=r"config\.json: model_type 'reformer' is not supported"):
         family_of(directory)
 
 

@@ -263,9 +263,16 @@ def test_the_four_families_stand_on_the_contract():
         assert issubclass(family.config_class(), PretrainedConfig)
         assert issubclass(family.backbone_class(), PreTrainedModel)
         assert all(issubclass(family.task_class(task), PreTrainedModel) for task in family.task_families)
+    t5, xlnet = families.MODEL_FAMILIES["t5"], families.MODEL_FAMILIES["xlnet"]
+    assert t5.input_names == ("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask")
+    assert t5.can_generate and not t5.can_fill_mask
+    # a permutation LM: no masked-LM head, two more inputs
+    assert xlnet.input_names == ("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping")
+    assert not xlnet.can_generate and not xlnet.can_fill_mask
     for model_type in ("bert", "roberta", "electra", "albert"):
         family = families.MODEL_FAMILIES[model_type]
+        assert not family.can_generate
         assert family.input_names == ("input_ids", "token_type_ids", "attention_mask")
-        assert family.can_fill_mask and not family.can_generate
+        assert family.can_fill_mask
         assert issubclass(family.masked_lm().model_class(), PreTrainedModel)
     assert BertForPreTraining.base_model_prefix == "bert"

@@ -30,6 +30,7 @@ CASES = {
     "ltr": ("ltr", "nsp", "dynamic", {}),
     "electra": ("electra", "nsp", "dynamic", {}),
     "albert": ("albert", "sop", "dynamic", {}),
+    "xlnet": ("xlnet", "xlnet", "dynamic", {}),
 }
 TRAIN_DRAWS = [(42, 0), (42, 1), (7, 0)]  # (seed, epoch) of the recorded training batches
 TRAIN_INDICES = [0, 3, 8, 13]

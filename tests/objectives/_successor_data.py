@@ -57,6 +57,15 @@ def check_finetunes_as_bert(objective: str, data: Path, run: Path, architecture:
 
 TINY_FIELDS = {"model.hidden_size": "32", "model.num_hidden_layers": "2", "model.num_attention_heads": "2",
                "model.intermediate_size": "64", "model.max_position_embeddings": "72"}
+# the same size in XLNet's config names (relative positions: no position table)
+TINY_XLNET_FIELDS = {"model.d_model": "32", "model.n_layer": "2", "model.n_head": "2", "model.d_inner": "64"}
+
+
+def tiny_fields(config_class) -> dict[str, str]:
+    """TINY_FIELDS in the field names of `config_class`."""
+    import dataclasses
+
+    return TINY_FIELDS if "hidden_size" in {f.name for f in dataclasses.fields(config_class)} else TINY_XLNET_FIELDS
 
 
 def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | None = None):
@@ -66,16 +75,14 @@ def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | No
 
     from bertkit.data.dataset import PretrainingDataset
     from bertkit.objectives import get_objective
-    from bertkit.objectives.base import preset_config
     from bertkit.pretraining import build_config
 
-    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
-                           "seed": seed}, {**TINY_FIELDS, **(fields or {})})
     cls = get_objective(name)
+    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
+                           "seed": seed}, {**tiny_fields(cls.config_class), **(fields or {})})
     train, eval_data = PretrainingDataset.open(data, "train"), PretrainingDataset.open(data, "eval")
     info = train.info
     options = cls.run_options(config)
     torch.manual_seed(0)
-    model = cls.build_model(preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
-                                          config.model, config_class=cls.config_class), **options)
+    model = cls.build_model(cls.model_config(config.preset, info, config.model, **options), **options)
     return cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)

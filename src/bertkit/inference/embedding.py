@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
-from bertkit.features import pool_tokens, select_layers
+from bertkit.features import classification_positions, pool_tokens, select_layers
 from bertkit.inference.loading import LoadedModel, load_encoder, max_tokens
 from bertkit.model.families import model_inputs
 
@@ -108,12 +108,12 @@ def embed(
                     vectors = out.pooler_output
                 else:
                     features = select_layers(out.hidden_states, layers, layer_weights) if need_all_layers else out.last_hidden_state
-                    if pooling == "none":
-                        lengths = attention_mask.sum(1).tolist()
-                        for row, length, feats in zip(rows, lengths, features):
-                            results[row] = _finish(feats[:length], normalize)
+                    if pooling == "none":  # the real tokens, wherever the tokenizer put the padding
+                        for row, real, feats in zip(rows, attention_mask.bool(), features):
+                            results[row] = _finish(feats[real], normalize)
                         continue
-                    vectors = pool_tokens(features, attention_mask, pooling)
+                    cls_positions = classification_positions(batch["input_ids"], tokenizer.cls_token_id)
+                    vectors = pool_tokens(features, attention_mask, pooling, cls_positions)
                 for row, vector in zip(rows, _finish(vectors, normalize)):
                     results[row] = vector
     finally:

@@ -84,6 +84,9 @@ class LoadedModel:
         return self.run(features, batch_size, progress).logits
 
 
+UNLIMITED_POSITIONS_LENGTH = 512  # the default truncation length of a model with relative positions
+
+
 def backbone_of(model):
     """A model with heads -> its encoder (every family's head model exposes it as `bert`)."""
     if hasattr(model, "bert") and not hasattr(model, "embeddings"):
@@ -93,8 +96,11 @@ def backbone_of(model):
 
 def max_tokens(model) -> int:
     """Tokens the model's position table holds: max_position_embeddings, less RoBERTa's
-    offset (its positions start at padding_idx + 1: 512 tokens for 514 positions)."""
-    limit = model.config.max_position_embeddings
+    offset (its positions start at padding_idx + 1: 512 tokens for 514 positions);
+    `UNLIMITED_POSITIONS_LENGTH` for a model without a position table (XLNet)."""
+    limit = model.config.position_limit
+    if limit is None:
+        return UNLIMITED_POSITIONS_LENGTH
     padding_idx = getattr(getattr(backbone_of(model), "embeddings", None), "padding_idx", None)
     return limit - (padding_idx + 1) if padding_idx is not None else limit
 

@@ -151,6 +151,12 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     },
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
                       can_generate=True),
+    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel", "transformer", {
+        "classification": "bertkit.model.xlnet:XLNetForSequenceClassification",
+        "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
+        "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",
+        "qa": "bertkit.model.xlnet:XLNetForQuestionAnsweringSimple",
+    }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping")),
 }
 
 

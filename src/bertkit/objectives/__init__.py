@@ -22,6 +22,7 @@ OBJECTIVES = {
     "ltr": "bertkit.objectives.ltr:LtrObjective",
     "electra": "bertkit.objectives.electra:ElectraObjective",
     "albert": "bertkit.objectives.albert:AlbertObjective",
+    "xlnet": "bertkit.objectives.xlnet:XLNetObjective",
 }
 
 

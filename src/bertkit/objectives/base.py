@@ -14,6 +14,7 @@ then it gets one line in `bertkit.objectives.OBJECTIVES`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,15 @@ class PretrainingObjective(TrainingProgram):
         """Keyword arguments from the run's PretrainConfig for `build_model` and the
         constructor: the objective's settings from `run_config.objective_settings`."""
         return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
+
+    @classmethod
+    def model_config(cls, preset: str, info: Any, overrides: dict[str, Any],
+                     settings: ObjectiveSettings | None = None) -> BertConfig:
+        """The `config_class` of a fresh run: the named size for the data's tokenizer and
+        length (`info`: its DatasetInfo), `overrides` (config fields) applied. A family
+        without a position table (XLNet) or with options of its own overrides this."""
+        return preset_config(preset, info.vocab_size, info.max_seq_length, info.pad_token_id, overrides,
+                             config_class=cls.config_class)
 
     @classmethod
     def build_model(cls, config: BertConfig, settings: ObjectiveSettings | None = None) -> nn.Module:
@@ -199,10 +209,11 @@ def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
 def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any],
                   config_class: type[PretrainedConfig] = BertConfig) -> PretrainedConfig:
     """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`.
-    The data's sizes fill the fields `config_class` has (a family with relative positions,
-    such as T5, has no `max_position_embeddings`)."""
+    The vocabulary size, position-table size and padding id are set where the config has
+    such a field (XLNet's relative encodings need no position table)."""
     values = {"vocab_size": vocab_size, "max_position_embeddings": max(512, max_seq_length), "pad_token_id": pad_token_id}
-    values = {name: value for name, value in values.items() if name in config_class.__dataclass_fields__}
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    values = {name: value for name, value in values.items() if name in fields}
     return config_class.from_preset(preset, **{**values, **overrides})
 
 

@@ -19,21 +19,24 @@ Encoding (`encode`), as Hugging Face's run_qa with a fast tokenizer:
   `truncation="only_second", stride=doc_stride, return_overflowing_tokens=True`.
   (BERT's run_squad used doc_stride for the step between window starts instead.)
 - training features get `start_positions` / `end_positions`: the token indices of the
-  answer's first and last token in this window, or 0 / 0 (the [CLS] token, "no answer")
-  when the answer is not wholly inside the window or the question is unanswerable.
+  answer's first and last token in this window, or the classification token's index
+  twice ("no answer": [CLS] at 0 for BERT, <cls> at the end for XLNet's
+  `A <sep> B <sep> <cls>`; 0 for a tokenizer without one) when the answer is not wholly
+  inside the window or the question is unanswerable.
 - evaluation features keep, besides the model inputs, side arrays whose names start
   with "_" (`collate` here drops them, so a batch feeds `model(**batch)` directly):
-  `_example_index` (int, the example in the list given to `encode`) and `_offsets`
+  `_example_index` (int, the example in the list given to `encode`), `_offsets`
   (T, 2) int32: each passage token's character span in the example's context, (-1, -1)
-  on question, special and padding tokens.
+  on question, special and padding tokens, and `_null_index` (int): the window's
+  classification token, where the null answer is scored.
 
 Post-processing (`postprocess`): per example, over all its windows, the n-best spans by
 start + end logit among passage tokens with start <= end and at most
 `max_answer_length` tokens (searched exhaustively, not only among the top start/end
 positions as run_qa does; the same character span seen in two windows counts once).
 The answer is the context's own characters between the span's offsets. SQuAD v2.0
-adds the null answer scored at [CLS] (position 0; the lowest over the windows, as in
-BERT): null_diff = null score - best span score, and "" is predicted when null_diff >
+adds the null answer scored at the classification token (`_null_index`: [CLS] at 0
+for BERT; the lowest over the windows, as in BERT): null_diff = null score - best span score, and "" is predicted when null_diff >
 null_threshold. `best_null_threshold` picks that threshold on dev with the official
 sweep (`bertkit.evaluation.squad.squad_v2_threshold`), to be saved with the model.
 """
@@ -320,6 +323,7 @@ def encode(
             if not ex.is_impossible:
                 check_answer(*ex.answers[0], ex.context, f"{ex.source} (id {ex.qid}): answers[0]")
     specials = _pair_special_tokens(tokenizer)
+    cls_id = getattr(tokenizer, "cls_token_id", None)
     from tqdm.auto import tqdm
 
     features: list[dict[str, Any]] = []
@@ -351,11 +355,13 @@ def encode(
                 "input_ids": np.asarray(enc["input_ids"][row], dtype=np.int32),
                 "token_type_ids": np.asarray(enc["token_type_ids"][row], dtype=np.int32),
             }
+            null_index = null_position(feature["input_ids"], cls_id)
             if training:
-                feature["start_positions"], feature["end_positions"] = answer_positions(ex, offsets)
+                feature["start_positions"], feature["end_positions"] = answer_positions(ex, offsets, null_index)
             else:
                 feature["_example_index"] = first + sample
                 feature["_offsets"] = offsets
+                feature["_null_index"] = null_index
             features.append(feature)
     return features
 
@@ -383,28 +389,39 @@ def _cut_questions(examples: Sequence[QAExample], tokenizer, max_query_length: i
     return cut
 
 
-def answer_positions(example: QAExample, offsets: np.ndarray) -> tuple[int, int]:
-    """(start, end) token indices of the example's first answer in one window, or (0, 0).
+def null_position(input_ids: np.ndarray, cls_id: int | None) -> int:
+    """Where a window's "no answer" is scored: its classification token ([CLS] first for
+    BERT, <cls> last for XLNet), 0 when the tokenizer has none or the window lacks it."""
+    if cls_id is None:
+        return 0
+    found = np.flatnonzero(np.asarray(input_ids) == cls_id)
+    return int(found[0]) if len(found) else 0
+
+
+def answer_positions(example: QAExample, offsets: np.ndarray, null_index: int = 0) -> tuple[int, int]:
+    """(start, end) token indices of the example's first answer in one window, or
+    (null_index, null_index): the window's classification token, "no answer".
 
     offsets: (T, 2) the window's `_offsets` (passage tokens' character spans, -1 elsewhere).
     The start token is the first passage token ending after the answer's first character,
-    the end token the last one starting before its end; (0, 0) when the question is
+    the end token the last one starting before its end; no answer when the question is
     unanswerable or the answer is not wholly inside this window's passage tokens.
     """
+    none = (null_index, null_index)
     if example.is_impossible:
-        return 0, 0
+        return none
     text, start_char = example.answers[0]
     end_char = start_char + len(text)
     tokens = np.flatnonzero(offsets[:, 0] != NO_SPAN)  # (P,) positions of passage tokens
     if not len(tokens):
-        return 0, 0
+        return none
     starts, ends = offsets[tokens, 0], offsets[tokens, 1]
     if starts[0] > start_char or ends[-1] < end_char:
-        return 0, 0
+        return none
     first = int(np.searchsorted(ends, start_char, side="right"))
     last = int(np.searchsorted(starts, end_char, side="left")) - 1
     if first > last:
-        return 0, 0
+        return none
     return int(tokens[first]), int(tokens[last])
 
 
@@ -468,8 +485,9 @@ def postprocess(
             length = len(features[k]["input_ids"])
             start = np.asarray(start_logits[k], dtype=np.float64)[:length]  # (T,)
             end = np.asarray(end_logits[k], dtype=np.float64)[:length]  # (T,)
-            if null is None or start[0] + end[0] < null[0]:
-                null = (float(start[0] + end[0]), float(start[0]), float(end[0]))
+            cls = int(features[k].get("_null_index", 0))  # the window's classification token
+            if null is None or start[cls] + end[cls] < null[0]:
+                null = (float(start[cls] + end[cls]), float(start[cls]), float(end[cls]))
             for span, scores in _best_spans(start, end, features[k]["_offsets"], n_best_size, max_answer_length):
                 if span not in spans or scores[0] > spans[span][0]:
                     spans[span] = scores

@@ -23,7 +23,7 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
-SPECIAL_ROLES = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
+SPECIAL_ROLES = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token", "bos_token", "eos_token")
 # When the config does not name a special token: the first candidate present in the vocabulary.
 SPECIAL_CANDIDATES = {
     "unk_token": ("[UNK]", "<unk>"),
@@ -31,7 +31,12 @@ SPECIAL_CANDIDATES = {
     "sep_token": ("[SEP]", "</s>"),
     "pad_token": ("[PAD]", "<pad>"),
     "mask_token": ("[MASK]", "<mask>"),
+    "bos_token": ("<s>",),
+    "eos_token": ("</s>",),
 }
+PADDING_SIDES = ("right", "left")
+# transformers classes that pad on the left by a class attribute (their configs do not say)
+LEFT_PADDING_CLASSES = ("XLNetTokenizer", "XLNetTokenizerFast")
 MORPHEME_SPLITTERS = (None, "kiwi")
 _MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
 
@@ -50,6 +55,8 @@ class TokenizerConfig:
     trained: uncased BERT turns Hangul into jamo), `pretokenize_morphemes` (None or
     "kiwi": split Korean morphemes before encoding),
     `nfkc` (Unicode NFKC before everything else, e.g. full-width forms).
+    `padding_side`: "right", or "left" (XLNet: the text ends at the last position, where
+    its classification token sits).
     """
 
     do_lower_case: bool = True
@@ -64,11 +71,23 @@ class TokenizerConfig:
     sep_token: str | None = None
     pad_token: str | None = None
     mask_token: str | None = None
+    bos_token: str | None = None
+    eos_token: str | None = None
     additional_special_tokens: tuple[str, ...] = ()
+    padding_side: str = "right"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str) -> TokenizerConfig:
-        """Pick and check the known keys of `raw` (others, e.g. HF bookkeeping, are ignored)."""
+        """Pick and check the known keys of `raw` (others, e.g. HF bookkeeping, are ignored).
+
+        HF conventions kept: transformers 5 writes `extra_special_tokens` for
+        `additional_special_tokens`; XLNet's classes pad on the left without saying so.
+        """
+        raw = dict(raw)
+        if isinstance(raw.get("extra_special_tokens"), list):
+            raw.setdefault("additional_special_tokens", raw["extra_special_tokens"])
+        if raw.get("tokenizer_class") in LEFT_PADDING_CLASSES:
+            raw.setdefault("padding_side", "left")
         return cls(**{f.name: _checked(f.name, raw[f.name], source) for f in fields(cls) if f.name in raw})
 
     def with_options(self, options: Mapping[str, Any]) -> TokenizerConfig:
@@ -103,6 +122,10 @@ def _checked(name: str, value: Any, source: str) -> Any:
         if not numeric or value != int(value) or value < 1:
             raise bad("a positive integer")
         return min(int(value), _MAX_LENGTH_CAP)
+    if name == "padding_side":
+        if value not in PADDING_SIDES:
+            raise bad('"right" or "left"')
+        return value
     if name == "additional_special_tokens":
         if not isinstance(value, (list, tuple)):
             raise bad("a list of token strings")

@@ -16,6 +16,7 @@ FORMATS = {
     "nsp": "bertkit.data.formats.nsp:NspFormat",
     "packed": "bertkit.data.formats.packed:PackedFormat",
     "sop": "bertkit.data.formats.sop:SopFormat",
+    "xlnet": "bertkit.data.formats.xlnet:XLNetFormat",
 }
 
 
