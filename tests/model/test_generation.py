@@ -67,9 +67,9 @@ def test_rows_start_with_the_start_token_and_are_padded_after_eos():
                 assert all(t == 0 for t in row[row.index(1) + 1:]), row
 
 
-def test_max_length_counts_the_start_token_and_defaults_to_20():
+def test_max_length_counts_the_start_token_and_20_new_tokens_by_default():
     model = ToySeq2Seq(seed=1)  # never ends on its own
-    assert model.generate(IDS, MASK).shape == (3, 20)
+    assert model.generate(IDS, MASK).shape == (3, 21)
     assert model.generate(IDS, MASK, max_length=5).shape == (3, 5)
     assert model.generate(IDS, MASK, max_length=5, max_new_tokens=7).shape == (3, 8)
 

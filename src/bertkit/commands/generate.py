@@ -39,8 +39,7 @@ def add_parser(subparsers) -> None:
 
 def add_generation_arguments(p: argparse.ArgumentParser) -> None:
     """The decoding flags (`generate` and `predict` on a text-to-text model)."""
-    p.add_argument("--max-new-tokens", type=int, help="tokens generated at most (default: 19, as transformers' "
-                                                      "max_length 20)")
+    p.add_argument("--max-new-tokens", type=int, help="tokens generated at most (default: 20, as transformers)")
     p.add_argument("--min-new-tokens", type=int, help="no EOS before this many tokens")
     p.add_argument("--num-beams", type=int, default=1, help="beam search with this many beams (default: 1, greedy)")
     p.add_argument("--length-penalty", type=float, default=1.0, help="beam score = log p / length ** this")

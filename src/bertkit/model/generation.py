@@ -5,7 +5,7 @@
                          max_new_tokens=32, num_beams=4)            # (B, T) LongTensor
 
 Argument names, defaults and results are transformers' `generate` for an encoder-decoder
-(its GenerationConfig defaults: max_length 20, top_k 50, top_p 1.0, temperature 1.0,
+(its GenerationConfig defaults: 20 new tokens, top_k 50, top_p 1.0, temperature 1.0,
 length_penalty 1.0, early_stopping False; T5 checkpoints set only the token ids). Each
 row starts with decoder_start_token_id and is padded with pad_token_id after its EOS.
 Greedy and beam search give transformers' tokens (tests/model/test_generation.py);
@@ -36,8 +36,9 @@ import torch
 from bertkit.errors import ConfigError
 from bertkit.model import logits_processing as rules
 
-# transformers' GenerationConfig defaults (configuration_utils._get_default_generation_params)
-DEFAULT_MAX_LENGTH = 20
+# transformers' default when neither max_new_tokens nor max_length is given: max_length 20
+# *plus* the decoder prompt (generation/utils.py `_prepare_generated_length`), so 20 new tokens
+DEFAULT_MAX_NEW_TOKENS = 20
 _NEG = -1.0e9  # transformers' "impossible" beam score: finite, so sums stay ordered
 
 
@@ -95,10 +96,11 @@ def resolve_settings(config: Any, max_new_tokens: int | None = None, max_length:
     """`generate`'s keyword arguments -> settings; token ids default to the model config's.
 
     Lengths as transformers counts them for an encoder-decoder: max_length and min_length
-    include the decoder start token; max_new_tokens wins over max_length."""
+    include the decoder start token; max_new_tokens wins over max_length, min_new_tokens
+    over min_length; neither length given: 20 new tokens."""
     if max_new_tokens is None:
-        max_new_tokens = (max_length if max_length is not None else DEFAULT_MAX_LENGTH) - 1
-    min_new = max(min_new_tokens or 0, (min_length or 0) - 1)
+        max_new_tokens = max_length - 1 if max_length is not None else DEFAULT_MAX_NEW_TOKENS
+    min_new = min_new_tokens if min_new_tokens is not None else max(0, (min_length or 0) - 1)
     eos = eos_token_id if eos_token_id is not None else getattr(config, "eos_token_id", None)
     eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (() if eos is None else (int(eos),))
     pad = pad_token_id if pad_token_id is not None else getattr(config, "pad_token_id", None)
@@ -127,7 +129,7 @@ class GenerationMixin:
         """Generated token ids (B * num_return_sequences, T), long, on the model's device.
 
         input_ids / attention_mask: (B, S) the encoder's inputs (or `encoder_outputs`).
-        Options (transformers' names and defaults): max_new_tokens, max_length (20),
+        Options (transformers' names and defaults): max_new_tokens (20), max_length,
         min_new_tokens, min_length, num_beams (1), do_sample (False), temperature (1.0),
         top_k (50), top_p (1.0), length_penalty (1.0), early_stopping (False / True /
         "never"), no_repeat_ngram_size (0), num_return_sequences (1), eos_token_id,
