@@ -9,6 +9,7 @@ the ratio (target >= 1.5).
 
   python bench/bench_generate.py                                   # t5-tiny and t5-mini
   python bench/bench_generate.py --sizes t5-tiny --batches 1 --max-new-tokens 4 --repeats 1   # smoke run
+  python bench/bench_generate.py --sizes t5-mini --profile      # + where the time goes: the top ops of each
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--profile", action="store_true", help="print each side's top operators (torch.profiler)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -97,6 +99,20 @@ def main() -> None:
             ref_rate, our_rate = tokens / times["transformers"], tokens / times["bertkit"]
             print(f"{size:8s} {name:7s} transformers {ref_rate:9.1f} tok/s   bertkit {our_rate:9.1f} tok/s   "
                   f"ratio {our_rate / ref_rate:5.2f}   outputs equal: {equal}")
+            if args.profile:
+                for side, model in (("transformers", reference), ("bertkit", ours)):
+                    print(f"--- {size} {name} {side}: top operators by self time")
+                    print(top_operators(run(model)))
+
+
+def top_operators(step, rows: int = 12) -> str:
+    """One run of `step` under torch.profiler: the operators taking the most self time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        step()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
 if __name__ == "__main__":
