@@ -312,8 +312,10 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
         decoder.reorder((kept_source + row_offsets).view(-1))
         length += 1
         improvable = improvable & _may_improve(running_scores, finished_scores, is_finished, length, settings)
-        all_full = bool(is_finished.all()) and settings.early_stopping is True
-        if not bool(improvable.any()) or all_full or bool(ends.all()):
+        done = ~improvable.any() | ends.all()  # nothing can improve, or every continuation ended
+        if settings.early_stopping is True:
+            done |= is_finished.all()
+        if bool(done):  # the step's one host sync
             break
 
     returned = settings.num_return_sequences
