@@ -19,7 +19,7 @@ def check_general_teacher(directory: str | Path) -> None:
 
     model_type = read_model_type(directory)
     if model_type not in GENERAL_TEACHER_TYPES:
-        with_heads = [name for name, family in MODEL_FAMILIES.items() if family.tasks]  # not T5: no task heads
+        with_heads = [name for name, family in MODEL_FAMILIES.items() if family.tasks]
         raise BertkitError(f"{directory}: general distillation takes a teacher of model_type "
                            f"{' or '.join(map(repr, GENERAL_TEACHER_TYPES))}, got {model_type!r}; task distillation "
                            f"(--task) takes {', '.join(with_heads)} teachers fine-tuned on the task")
