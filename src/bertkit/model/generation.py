@@ -8,7 +8,7 @@ Argument names, defaults and results are transformers' `generate` for an encoder
 (its GenerationConfig defaults: 20 new tokens, top_k 50, top_p 1.0, temperature 1.0,
 length_penalty 1.0, early_stopping False; T5 checkpoints set only the token ids). Each
 row starts with decoder_start_token_id and is padded with pad_token_id after its EOS.
-Greedy and beam search give transformers' tokens (tests/model/test_generation.py);
+Greedy and beam search give transformers' tokens (tests/model/test_t5_generation.py);
 transformers' beam search pads T5's finished beams with EOS rather than pad (its
 `pad or eos` meets pad id 0) — ours pad with pad_token_id, as greedy does in both.
 
