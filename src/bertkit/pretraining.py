@@ -135,7 +135,6 @@ def resume_pretraining(output_dir: str | Path, values: dict[str, Any] | None = N
 def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify: Notify | None):
     from bertkit.data.dataset import PretrainingDataset
     from bertkit.objectives import get_objective
-    from bertkit.objectives.base import preset_config
     from bertkit.training.run import run_training
 
     checkpoint = resumption.checkpoint if resumption is not None else None
@@ -156,13 +155,13 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
                 f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
                 f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
             )
-        if model.config.max_position_embeddings < info.max_seq_length:
+        positions = getattr(model.config, "max_position_embeddings", None)  # None: relative positions (T5)
+        if positions is not None and positions < info.max_seq_length:
             raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
-                               f"max_position_embeddings {model.config.max_position_embeddings}")
+                               f"max_position_embeddings {positions}")
         fresh = fresh_keys(model)
     else:
-        model_config = preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id, config.model,
-                                     config_class=objective_cls.config_class)
+        model_config = objective_cls.preset_model_config(config.preset, train, config.model)
         model = objective_cls.build_model(model_config, **options)
     objective = objective_cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)
     notes = []

@@ -59,23 +59,21 @@ TINY_FIELDS = {"model.hidden_size": "32", "model.num_hidden_layers": "2", "model
                "model.intermediate_size": "64", "model.max_position_embeddings": "72"}
 
 
-def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | None = None):
+def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | None = None, preset: str = "tiny"):
     """Objective `name` of a tiny run with `seed` (and `--set` `fields`) on `data`, constructed as a
-    pre-training run does, with weights that do not depend on `seed`."""
+    pre-training run does, with weights that do not depend on `seed`. The BERT preset "tiny" is
+    shrunk further (TINY_FIELDS); another family's preset is taken as it is."""
     import torch
 
     from bertkit.data.dataset import PretrainingDataset
     from bertkit.objectives import get_objective
-    from bertkit.objectives.base import preset_config
     from bertkit.pretraining import build_config
 
-    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
-                           "seed": seed}, {**TINY_FIELDS, **(fields or {})})
+    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": preset,
+                           "seed": seed}, {**(TINY_FIELDS if preset == "tiny" else {}), **(fields or {})})
     cls = get_objective(name)
     train, eval_data = PretrainingDataset.open(data, "train"), PretrainingDataset.open(data, "eval")
-    info = train.info
     options = cls.run_options(config)
     torch.manual_seed(0)
-    model = cls.build_model(preset_config(config.preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
-                                          config.model, config_class=cls.config_class), **options)
+    model = cls.build_model(cls.preset_model_config(config.preset, train, config.model), **options)
     return cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)

@@ -14,6 +14,7 @@ then it gets one line in `bertkit.objectives.OBJECTIVES`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,15 @@ class PretrainingObjective(TrainingProgram):
         return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
 
     @classmethod
+    def preset_model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any]) -> BertConfig:
+        """The `config_class` config of a fresh model: the named `preset` sized for `data`'s
+        tokenizer (vocabulary, pad id) and length, `overrides` (the run's `model` fields) on top.
+        An objective whose model needs more of the tokenizer (T5's EOS) adds it here."""
+        info = data.info
+        return preset_config(preset, info.vocab_size, info.max_seq_length, info.pad_token_id, overrides,
+                             config_class=cls.config_class)
+
+    @classmethod
     def build_model(cls, config: BertConfig, settings: ObjectiveSettings | None = None) -> nn.Module:
         """A fresh `model_class` for `config`."""
         if cls.model_class is None:
@@ -124,9 +134,10 @@ class PretrainingObjective(TrainingProgram):
     def evaluate(self, model: nn.Module, ctx: DistContext, batch_size: int, max_batches: int | None) -> dict[str, float]:
         """Held-out metrics on masks drawn from `eval_seed` (the same at every evaluation and in
         every run that shares it), each rank taking every world_size-th batch."""
-        if self.eval_data is None or len(self.eval_data) == 0:
+        num_examples = self.num_eval_examples()
+        if num_examples == 0:
             return {}
-        starts = list(range(0, len(self.eval_data), batch_size))
+        starts = list(range(0, num_examples, batch_size))
         if max_batches is not None:
             starts = starts[:max_batches]
         stats: dict[str, float] = {}
@@ -137,7 +148,7 @@ class PretrainingObjective(TrainingProgram):
         for round_index in range(rounds):
             position = round_index * ctx.world_size + ctx.rank
             start = starts[min(position, len(starts) - 1)]
-            indices = range(start, min(start + batch_size, len(self.eval_data)))
+            indices = range(start, min(start + batch_size, num_examples))
             batch = self.collate([self.eval_example(i) for i in indices])
             batch = {k: v.to(device) for k, v in batch.items()}
             _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
@@ -145,6 +156,11 @@ class PretrainingObjective(TrainingProgram):
                 for key, value in batch_stats.items():
                     stats[key] = stats.get(key, 0.0) + value
         return self.summarize(all_reduce_sum(stats, ctx))
+
+    def num_eval_examples(self) -> int:
+        """Held-out examples (0 without a held-out split); an objective that cuts its own examples
+        from the data (T5's raw chunks) counts those."""
+        return 0 if self.eval_data is None else len(self.eval_data)
 
     def eval_example(self, index: int) -> dict[str, Any]:
         """Held-out example `index` as every evaluation scores it: masked from `eval_seed`, so the
@@ -197,8 +213,11 @@ def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
 
 def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any],
                   config_class: type[BertConfig] = BertConfig) -> BertConfig:
-    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`."""
-    values = {"vocab_size": vocab_size, "max_position_embeddings": max(512, max_seq_length), "pad_token_id": pad_token_id}
+    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`.
+    Absolute positions (`max_position_embeddings`) only for a config that has them (T5's are relative)."""
+    values = {"vocab_size": vocab_size, "pad_token_id": pad_token_id}
+    if "max_position_embeddings" in {f.name for f in dataclasses.fields(config_class)}:
+        values["max_position_embeddings"] = max(512, max_seq_length)
     return config_class.from_preset(preset, **{**values, **overrides})
 
 
