@@ -10,7 +10,8 @@ from bertkit.errors import BertkitError
 
 ALGORITHM_HELP = (
     "wordpiece (likelihood rule, default; see --score), wordpiece-freq (frequency rule, tokenizers library), "
-    "bpe (frequency merges, </w> suffix), bbpe (byte-level BPE, never [UNK])"
+    "bpe (frequency merges, </w> suffix), bbpe (byte-level BPE, never [UNK]), "
+    "unigram (SentencePiece-style: NFKC, ▁ word marks; see --layout, --sentinels)"
 )
 
 
@@ -39,7 +40,7 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
 def _add_train(commands) -> None:
     p = commands.add_parser(
         "train",
-        help="train wordpiece / wordpiece-freq / bpe / bbpe",
+        help="train wordpiece / wordpiece-freq / bpe / bbpe / unigram",
         description="Train a tokenizer and write a Hugging Face compatible directory "
         "(tokenizer.json, vocab.txt or vocab.json+merges.txt, tokenizer_config.json).",
     )
@@ -60,7 +61,14 @@ def _add_train(commands) -> None:
     )
     p.add_argument("--limit-alphabet", type=int, metavar="N", help="keep only the N most frequent characters")
     text = p.add_argument_group("text normalization (saved with the tokenizer; encoding does the same)")
-    text.add_argument("--cased", action="store_true", help="keep case (default: lowercase, as uncased BERT)")
+    text.add_argument(
+        "--cased", action="store_true", help="keep case (default: lowercase as uncased BERT; unigram: see --lowercase)"
+    )
+    text.add_argument(
+        "--lowercase",
+        action="store_true",
+        help="unigram: lowercase (default: cased, as XLNet and T5; the albert layout lowercases)",
+    )
     text.add_argument(
         "--strip-accents",
         action=argparse.BooleanOptionalAction,
@@ -87,6 +95,20 @@ def _add_train(commands) -> None:
         special.add_argument(f"--{role}-token", metavar="TOKEN")
     special.add_argument("--extra-special-tokens", metavar="A,B", help="more special tokens, comma-separated")
     special.add_argument("--unused-tokens", type=int, default=0, metavar="N", help="reserve [unused0]..[unusedN-1]")
+    unigram = p.add_argument_group("unigram special-token layouts (docs/tokenizers.md)")
+    unigram.add_argument(
+        "--layout",
+        metavar="NAME",
+        help="xlnet (A <sep> <cls>, left padding; default), t5 (A </s>; default with --sentinels), "
+        "albert ([CLS] A [SEP])",
+    )
+    unigram.add_argument(
+        "--sentinels",
+        type=int,
+        default=0,
+        metavar="K",
+        help="T5 sentinels <extra_id_0>..<extra_id_K-1> at the top of the vocabulary (counted in --vocab-size)",
+    )
     p.add_argument(
         "--model-max-length", type=int, default=512, metavar="N", help="saved in tokenizer_config.json (default: 512)"
     )
@@ -120,6 +142,14 @@ def run_train(args: argparse.Namespace) -> int:
 
     specials = default_specials(args.algorithm)
     overrides = {role: getattr(args, f"{role}_token") for role in SPECIAL_ROLES}
+    unigram = args.algorithm == "unigram"
+    if unigram and (args.unused_tokens or any(overrides.values())):
+        raise BertkitError("--algorithm unigram takes its special tokens from --layout (and --extra-special-tokens)")
+    if not unigram and (args.layout or args.sentinels):
+        raise BertkitError(f"--layout and --sentinels apply only to --algorithm unigram, not {args.algorithm}")
+    if args.cased and args.lowercase:
+        raise BertkitError("--cased and --lowercase contradict each other")
+    lowercase = True if args.lowercase else False if args.cased else None  # None: the algorithm's default
     extra = tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
     specials = replace(specials, **{k: v for k, v in overrides.items() if v}, extra=extra, unused=args.unused_tokens)
     options = TrainOptions(
@@ -129,7 +159,7 @@ def run_train(args: argparse.Namespace) -> int:
         min_frequency=args.min_frequency,
         limit_alphabet=args.limit_alphabet,
         text=TextOptions(
-            lowercase=not args.cased,
+            lowercase=lowercase,
             strip_accents=args.strip_accents,
             nfkc=args.nfkc,
             tokenize_chinese_chars=args.cjk_split,
@@ -142,6 +172,8 @@ def run_train(args: argparse.Namespace) -> int:
         skip_bad_lines=args.skip_bad_lines,
         workers=args.workers,
         show_progress=not args.no_progress,
+        layout=args.layout,
+        sentinels=args.sentinels,
     )
     result = train_tokenizer(args.files, args.output, options, tsv_column=args.tsv_column)
     print(f"{options.algorithm}: {result.vocab_size:,} tokens in {result.seconds:.1f}s -> {result.output_dir}")

@@ -12,8 +12,9 @@ not padded); "np" gives int64 numpy arrays, "pt" int64 torch tensors.
 Padding happens here rather than in Rust: the Rust encodings stay unpadded, so only the
 real tokens cross into Python, and pad runs are built by list repetition (lists) or one
 vectorized fill (arrays). Measured on 2 cores this is faster than reading back rows the
-Rust padder filled (see docs/benchmarks.md). The result equals Rust's/HF's right padding
-(pad id, type id 0, mask 0, special mask 1, offsets (0, 0), word/sequence id None).
+Rust padder filled (see docs/benchmarks.md). The result equals Rust's/HF's padding
+(pad id, type id 0, mask 0, special mask 1, offsets (0, 0), word/sequence id None), on
+the right, or on the left for tokenizers whose config says `padding_side="left"` (XLNet).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Padding:
     pad_id: int
     pad_token: str
     pad_to_multiple_of: int | None = None
+    side: str = "right"  # "left": pads before the tokens (XLNet), the attention mask 0s first
 
     def width(self, lengths: Sequence[int]) -> int:
         """The padded row length T (rows already longer are left as they are, as in Rust)."""
@@ -63,11 +65,13 @@ class BatchEncoding(dict):
         encodings: list[Encoding] | None = None,
         row_widths: list[int] | None = None,
         pad_token: str | None = None,
+        pad_left: bool = False,
     ):
         super().__init__(data)
         self.encodings = encodings
         self._row_widths = row_widths
         self._pad_token = pad_token
+        self._pad_left = pad_left
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # private attributes not yet set (e.g. while unpickling)
@@ -87,25 +91,28 @@ class BatchEncoding(dict):
         gap = self._row_widths[row] - len(encoding) if self._row_widths else 0
         return encoding, gap
 
+    def _padded(self, values: list[Any], gap: int, fill: Any) -> list[Any]:
+        return [fill] * gap + values if self._pad_left else values + [fill] * gap
+
     def tokens(self, row: int = 0) -> list[str]:
         """The token strings of `row` (special and padding tokens included)."""
         encoding, gap = self._row(row)
-        return encoding.tokens + [self._pad_token] * gap
+        return self._padded(encoding.tokens, gap, self._pad_token)
 
     def word_ids(self, row: int = 0) -> list[int | None]:
         """Per token of `row`: index of the word it came from (None for special and padding tokens)."""
         encoding, gap = self._row(row)
-        return encoding.word_ids + [None] * gap
+        return self._padded(encoding.word_ids, gap, None)
 
     def sequence_ids(self, row: int = 0) -> list[int | None]:
         """Per token of `row`: 0 for text A, 1 for text B, None for special/padding tokens."""
         encoding, gap = self._row(row)
-        return encoding.sequence_ids + [None] * gap
+        return self._padded(encoding.sequence_ids, gap, None)
 
     def to(self, device: Any) -> BatchEncoding:
         """A copy with every torch tensor moved to `device` (other values unchanged)."""
         moved = {name: (value.to(device) if hasattr(value, "to") else value) for name, value in self.items()}
-        return BatchEncoding(moved, self.encodings, self._row_widths, self._pad_token)
+        return BatchEncoding(moved, self.encodings, self._row_widths, self._pad_token, self._pad_left)
 
 
 @contextmanager
@@ -166,7 +173,13 @@ def _assemble(
             if return_tensors is None
             else _as_tensor(np.asarray(sample_mapping, dtype=np.int64), return_tensors)
         )  # (B,)
-    return BatchEncoding(data, list(encodings), widths, padding.pad_token if padding is not None else None)
+    return _batch(data, list(encodings), widths, padding)
+
+
+def _batch(data: dict[str, Any], encodings: list[Encoding] | None, widths: list[int], padding: Padding | None):
+    if padding is None:
+        return BatchEncoding(data, encodings, widths)
+    return BatchEncoding(data, encodings, widths, padding.pad_token, padding.side == "left")
 
 
 def pad_encoded(
@@ -195,7 +208,7 @@ def pad_encoded(
             raise BertkitError(f"pad: {name} rows differ in length from input_ids")
     with _cyclic_gc_paused():
         data, widths = _padded_fields(input_ids, type_ids, special, None, padding, return_tensors)
-    return BatchEncoding(data, None, widths, padding.pad_token if padding is not None else None)
+    return _batch(data, None, widths, padding)
 
 
 def _padded_fields(
@@ -213,13 +226,17 @@ def _padded_fields(
     if return_tensors is not None:
         return _arrays(input_ids, lengths, widths, padding, type_ids, special, offsets, return_tensors), widths
 
+    left = padding is not None and padding.side == "left"
+
     def padded(rows: list[list[Any]], fill: Any) -> list[list[Any]]:
+        if left:
+            return [[fill] * (w - n) + row for row, n, w in zip(rows, lengths, widths, strict=True)]
         return [row + [fill] * (w - n) for row, n, w in zip(rows, lengths, widths, strict=True)]
 
     data = {
         "input_ids": padded(input_ids, padding.pad_id if padding is not None else 0),
         "token_type_ids": [[0] * w for w in widths] if type_ids is None else padded(type_ids, 0),
-        "attention_mask": _mask_rows(lengths, width),
+        "attention_mask": _mask_rows(lengths, width, left),
     }
     if special is not None:
         data["special_tokens_mask"] = padded(special, 1)
@@ -228,8 +245,12 @@ def _padded_fields(
     return data, widths
 
 
-def _mask_rows(lengths: list[int], width: int) -> list[list[int]]:
-    """Attention-mask rows: n ones then zeros up to `width` (rows longer than `width`: all ones)."""
+def _mask_rows(lengths: list[int], width: int, left: bool = False) -> list[list[int]]:
+    """Attention-mask rows: n ones then zeros up to `width`, or (`left`) the zeros first
+    (rows longer than `width`: all ones)."""
+    if left:
+        template = [0] * width + [1] * width
+        return [template[n : width + n] if n <= width else [1] * n for n in lengths]
     template = [1] * width + [0] * width  # each row is one slice of it: a single allocation
     return [template[width - n : 2 * width - n] if n <= width else [1] * n for n in lengths]
 
@@ -251,7 +272,11 @@ def _arrays(
             f"{min(widths)}..{max(widths)}: pass padding=True (or truncation with padding='max_length')"
         )
     shape = (len(input_ids), widths[0] if widths else 0)  # (B, T)
-    real = np.arange(shape[1]) < np.asarray(lengths, dtype=np.int64).reshape(-1, 1)  # (B, T) True at real tokens
+    row_lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 1)  # (B, 1)
+    if padding is not None and padding.side == "left":
+        real = np.arange(shape[1]) >= shape[1] - row_lengths  # (B, T) True at real tokens
+    else:
+        real = np.arange(shape[1]) < row_lengths
     n_real = sum(lengths)
 
     def filled(rows: list[list[int]], pad_value: int) -> np.ndarray:
@@ -288,4 +313,5 @@ def unbatch(encoding: BatchEncoding) -> BatchEncoding:
         encoding.encodings,
         encoding._row_widths,
         encoding._pad_token,
+        encoding._pad_left,
     )

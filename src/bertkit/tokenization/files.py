@@ -23,7 +23,7 @@ TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 
-SPECIAL_ROLES = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
+SPECIAL_ROLES = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token", "bos_token", "eos_token")
 # When the config does not name a special token: the first candidate present in the vocabulary.
 SPECIAL_CANDIDATES = {
     "unk_token": ("[UNK]", "<unk>"),
@@ -31,7 +31,10 @@ SPECIAL_CANDIDATES = {
     "sep_token": ("[SEP]", "</s>"),
     "pad_token": ("[PAD]", "<pad>"),
     "mask_token": ("[MASK]", "<mask>"),
+    "bos_token": ("<s>",),
+    "eos_token": ("</s>",),
 }
+PADDING_SIDES = ("right", "left")
 MORPHEME_SPLITTERS = (None, "kiwi")
 _MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
 
@@ -50,6 +53,8 @@ class TokenizerConfig:
     trained: uncased BERT turns Hangul into jamo), `pretokenize_morphemes` (None or
     "kiwi": split Korean morphemes before encoding),
     `nfkc` (Unicode NFKC before everything else, e.g. full-width forms).
+    `padding_side`: "right", or "left" (XLNet: the text ends at the last position, where
+    its classification token sits).
     """
 
     do_lower_case: bool = True
@@ -64,7 +69,10 @@ class TokenizerConfig:
     sep_token: str | None = None
     pad_token: str | None = None
     mask_token: str | None = None
+    bos_token: str | None = None
+    eos_token: str | None = None
     additional_special_tokens: tuple[str, ...] = ()
+    padding_side: str = "right"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str) -> TokenizerConfig:
@@ -103,6 +111,10 @@ def _checked(name: str, value: Any, source: str) -> Any:
         if not numeric or value != int(value) or value < 1:
             raise bad("a positive integer")
         return min(int(value), _MAX_LENGTH_CAP)
+    if name == "padding_side":
+        if value not in PADDING_SIDES:
+            raise bad('"right" or "left"')
+        return value
     if name == "additional_special_tokens":
         if not isinstance(value, (list, tuple)):
             raise bad("a list of token strings")

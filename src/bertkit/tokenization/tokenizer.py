@@ -50,6 +50,7 @@ from bertkit.tokenization.decoding import default_decoder
 from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, pad_encoded, unbatch
 from bertkit.tokenization.files import (
     CONFIG_FILE,
+    PADDING_SIDES,
     SPECIAL_CANDIDATES,
     SPECIAL_ROLES,
     SPECIAL_TOKENS_MAP_FILE,
@@ -355,6 +356,14 @@ class Tokenizer:
     def mask_token(self) -> str | None:
         return self._special["mask_token"]
 
+    @property
+    def bos_token(self) -> str | None:
+        return self._special["bos_token"]
+
+    @property
+    def eos_token(self) -> str | None:
+        return self._special["eos_token"]
+
     def _special_id(self, role: str) -> int | None:
         token = self._special[role]
         return None if token is None else self._backend.token_to_id(token)
@@ -378,6 +387,39 @@ class Tokenizer:
     @property
     def mask_token_id(self) -> int | None:
         return self._special_id("mask_token")
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._special_id("bos_token")
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._special_id("eos_token")
+
+    @property
+    def padding_side(self) -> str:
+        """"right", or "left" (XLNet): where padding goes, from tokenizer_config.json."""
+        return self.config.padding_side
+
+    @property
+    def additional_special_tokens(self) -> list[str]:
+        """Special tokens beyond the role tokens (XLNet's <eop> <eod>, T5's sentinels), in id order."""
+        roles = set(self._special.values())
+        decoder = self._backend.get_added_tokens_decoder()
+        return [decoder[i].content for i in sorted(decoder) if decoder[i].special and decoder[i].content not in roles]
+
+    def get_sentinel_tokens(self) -> list[str]:
+        """T5's span-corruption sentinels `<extra_id_0>`, `<extra_id_1>`, ... in index order
+        (ids descend from the top of the vocabulary in T5's layout)."""
+        vocab = self._backend.get_vocab(with_added_tokens=True)
+        tokens = []
+        while (token := f"<extra_id_{len(tokens)}>") in vocab:
+            tokens.append(token)
+        return tokens
+
+    def get_sentinel_token_ids(self) -> list[int]:
+        """Ids of `get_sentinel_tokens()`, sentinel 0 first."""
+        return [self._backend.token_to_id(token) for token in self.get_sentinel_tokens()]
 
     @property
     def all_special_tokens(self) -> list[str]:
@@ -412,6 +454,7 @@ class Tokenizer:
         is_split_into_words: bool = False,
         pad_to_multiple_of: int | None = None,
         return_special_tokens_mask: bool = False,
+        padding_side: str | None = None,
     ) -> BatchEncoding:
         """Encode one text (flat lists out) or a batch (lists of lists / (B, T) int64 tensors).
 
@@ -421,6 +464,7 @@ class Tokenizer:
             "only_first", "only_second". None (default) truncates only when max_length is
             given. The limit is max_length, else model_max_length.
         padding: False; True/"longest" (to the longest row); "max_length".
+        padding_side: "right" or "left"; None: the tokenizer's `padding_side`.
         stride, return_overflowing_tokens: keep the truncated-away tokens as extra rows
             (windows overlapping by `stride` tokens, e.g. SQuAD doc-stride with
             "only_second"); `overflow_to_sample_mapping` gives each row's input index.
@@ -453,7 +497,7 @@ class Tokenizer:
             pairs = None if pairs is None else self._apply_morphemes(pairs, is_split_into_words)
         inputs: list[Any] = batch if pairs is None else list(zip(batch, pairs, strict=True))
 
-        padding_spec = self._padding_spec(pad_mode, limit, pad_to_multiple_of)
+        padding_spec = self._padding_spec(pad_mode, limit, pad_to_multiple_of, padding_side)
 
         backend = self._backend
         try:
@@ -504,6 +548,7 @@ class Tokenizer:
         max_length: int | None = None,
         pad_to_multiple_of: int | None = None,
         return_tensors: str | None = None,
+        padding_side: str | None = None,
     ) -> BatchEncoding:
         """Pad rows encoded earlier, e.g. regrouped into new batches (HF's `tokenizer.pad`).
 
@@ -513,15 +558,19 @@ class Tokenizer:
         """
         pad_mode = _padding_mode(padding)
         _check_output_options(return_tensors, max_length, pad_to_multiple_of)
-        spec = self._padding_spec(pad_mode, max_length or self.model_max_length, pad_to_multiple_of)
+        spec = self._padding_spec(pad_mode, max_length or self.model_max_length, pad_to_multiple_of, padding_side)
         return pad_encoded(features, spec, return_tensors)
 
-    def _padding_spec(self, pad_mode: str | None, limit: int, pad_to_multiple_of: int | None) -> Padding | None:
+    def _padding_spec(
+        self, pad_mode: str | None, limit: int, pad_to_multiple_of: int | None, side: str | None
+    ) -> Padding | None:
+        if side is not None and side not in PADDING_SIDES:
+            raise BertkitError(f"padding_side={side!r} is not one of 'right', 'left'")
         if pad_mode is None:
             return None
         if self.pad_token is None:
             raise BertkitError("padding needs a pad_token; this tokenizer has none (set pad_token in the config)")
-        return Padding(pad_mode, limit, self.pad_token_id, self.pad_token, pad_to_multiple_of)
+        return Padding(pad_mode, limit, self.pad_token_id, self.pad_token, pad_to_multiple_of, side or self.padding_side)
 
     def encode(
         self,

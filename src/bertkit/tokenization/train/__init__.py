@@ -1,5 +1,6 @@
 """Training tokenizers: WordPiece by a likelihood rule (default; score "gain" or "pmi"), and
-on the `tokenizers` library's trainers WordPiece by frequency, BPE and byte-level BPE.
+on the `tokenizers` library's trainers WordPiece by frequency, BPE, byte-level BPE and
+Unigram (SentencePiece-style, unigram.py).
 
     from bertkit.tokenization.train import TrainOptions, train_tokenizer
     train_tokenizer(["corpus.txt.gz"], "tok/", TrainOptions(algorithm="wordpiece", vocab_size=30000))
@@ -30,6 +31,7 @@ from bertkit.tokenization.train.options import (
 )
 from bertkit.tokenization.train.output import save_tokenizer
 from bertkit.tokenization.train.pipelines import wordpiece_tokenizer
+from bertkit.tokenization.train.unigram import resolve_layout, train_unigram
 from bertkit.tokenization.train.wordpiece_likelihood import learn_wordpiece, select_alphabet
 from bertkit.tokenization.wordpiece import MAX_INPUT_CHARS_PER_WORD
 
@@ -77,11 +79,21 @@ def train_tokenizer(
         tsv_column=tsv_column,
         skip_bad_lines=options.skip_bad_lines,
     )
-    scheme = "bytelevel" if options.algorithm == "bbpe" else "bert"
+    scheme = {"bbpe": "bytelevel", "unigram": "metaspace"}.get(options.algorithm, "bert")
     word_counts = count_words(
         source, options.text, scheme=scheme, workers=options.workers, show_progress=options.show_progress
     )
-    if options.algorithm == "wordpiece":
+    if options.algorithm == "unigram":
+        tokenizer = train_unigram(
+            word_counts,
+            resolve_layout(options.layout, options.sentinels),
+            vocab_size=options.vocab_size,
+            lowercase=options.text.lowercase,
+            sentinels=options.sentinels,
+            extra=options.special_tokens.extra,
+            show_progress=options.show_progress,
+        )
+    elif options.algorithm == "wordpiece":
         tokenizer = train_wordpiece_likelihood(word_counts, options)
     else:
         tokenizer = train_frequency_rule(word_counts, options)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -27,6 +27,7 @@ from tqdm import tqdm
 from bertkit.errors import BertkitError
 from bertkit.parallel import parallel_map
 from bertkit.textio import check_readable, iter_lines
+from bertkit.tokenization.metaspace import METASPACE, metaspace_pre_tokenizer, unigram_normalizer
 from bertkit.tokenization.normalizers import bert_normalizer
 from bertkit.tokenization.train.options import TextOptions
 
@@ -44,7 +45,9 @@ _ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]")
 # GPT-2's split pattern (as the ByteLevel pre-tokenizer has it) restricted to ASCII text
 _ASCII_BYTELEVEL = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
 _BYTE_SPACE = "\u0120"  # "Ġ": the byte-level symbol of a space
-SCHEMES = ("bert", "bytelevel")
+# Python's str.split() splits at these; Unicode (and so the Rust WhitespaceSplit) does not
+_PYTHON_ONLY_SPACES = re.compile("[\x1c-\x1f]")
+SCHEMES = ("bert", "bytelevel", "metaspace")
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class CorpusSource:
 def text_normalizer(text: TextOptions):
     """The `tokenizers` normalizer that training and encoding share."""
     return bert_normalizer(
-        lowercase=text.lowercase,
+        lowercase=text.lowercase is not False,
         strip_accents=text.strip_accents,
         handle_chinese_chars=text.tokenize_chinese_chars is not False,
         clean_text=True,
@@ -120,9 +123,9 @@ def iter_chunks(texts: Iterable[str], chunk_chars: int = CHUNK_CHARS) -> Iterato
 
 class WordCounter:
     """Counts the words a trainer sees in chunks of texts: normalized, then pre-tokenized
-    by `scheme` "bert" (BertPreTokenizer: whitespace and punctuation) or "bytelevel"
+    by `scheme` "bert" (BertPreTokenizer: whitespace and punctuation), "bytelevel"
     (GPT-2 regex on each whitespace word with its leading space, bytes as printable
-    symbols: "Ġhello").
+    symbols: "Ġhello") or "metaspace" (NFKC, whitespace words marked "▁hello": Unigram).
 
     Holds only its options until first used, so it is cheap to send to worker processes;
     each builds its own normalizer (and morpheme analyzer) there.
@@ -133,7 +136,7 @@ class WordCounter:
     def __init__(self, text: TextOptions, scheme: str = "bert"):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme={scheme!r} (allowed: {', '.join(SCHEMES)})")
-        self.text = text
+        self.text = text if text.lowercase is not None else replace(text, lowercase=True)
         self.scheme = scheme
         self._pipeline = None
         self._cache: dict[str, list[str]] = {}
@@ -146,6 +149,8 @@ class WordCounter:
         _, _, split = self._parts()
         if split is not None:
             texts = [split(t) for t in texts]
+        if self.scheme == "metaspace":
+            return self._count_metaspace(texts)
         words: Counter[str] = Counter()
         # ASCII lines: the whole pipeline is a translate, a lower() and one regex (all in C)
         ascii_text = "\n".join(t for t in texts if t.isascii()).translate(_ASCII_CONTROLS)
@@ -171,24 +176,56 @@ class WordCounter:
                 words[word] += count
         return words
 
+    def _count_metaspace(self, texts: Sequence[str]) -> Counter[str]:
+        """Unigram words: NFKC'd (lowercased) whitespace words with a "▁" in front."""
+        normalizer, pre_tokenizer, _ = self._parts()
+        words: Counter[str] = Counter()
+        if _PYTHON_ONLY_SPACES.search("".join(texts)):  # rare: run those lines through the Rust pipeline
+            awkward = [t for t in texts if _PYTHON_ONLY_SPACES.search(t)]
+            for text in awkward:
+                words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+            texts = [t for t in texts if not _PYTHON_ONLY_SPACES.search(t)]
+        ascii_text = "\n".join(t for t in texts if t.isascii())  # NFKC leaves ASCII as it is
+        if self.text.lowercase:
+            ascii_text = ascii_text.lower()
+        for word, count in Counter(ascii_text.split()).items():
+            words[METASPACE + word] += count
+        cache = self._cache
+        if len(cache) > self.CACHE_LIMIT:
+            cache.clear()
+        for token, count in Counter("\n".join(t for t in texts if not t.isascii()).split()).items():
+            pieces = cache.get(token)
+            if pieces is None:
+                pieces = cache[token] = self.words_of(token)
+            for word in pieces:
+                words[word] += count
+        return words
+
     def _parts(self) -> tuple[Any, Any, Callable[[str], str] | None]:
         """(normalizer, pre-tokenizer, morpheme splitter or None), built on first use in each process."""
         if self._pipeline is None:
-            pre_tokenizer = (
-                pre_tokenizers.BertPreTokenizer()
-                if self.scheme == "bert"
-                else pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-            )
+            if self.scheme == "metaspace":
+                pre_tokenizer = metaspace_pre_tokenizer()
+            elif self.scheme == "bert":
+                pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            else:
+                pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
             split = None
             if self.text.morphemes:
                 from bertkit.tokenization.morphemes import morpheme_splitter  # kiwipiepy is an optional extra
 
                 split = morpheme_splitter()
-            self._pipeline = (text_normalizer(self.text), pre_tokenizer, split)
+            normalizer = (
+                unigram_normalizer(self.text.lowercase) if self.scheme == "metaspace" else text_normalizer(self.text)
+            )
+            self._pipeline = (normalizer, pre_tokenizer, split)
         return self._pipeline
 
     def words_of(self, token: str) -> list[str]:
         """The words of one whitespace-free token."""
+        if self.scheme == "metaspace":
+            normalizer, pre_tokenizer, _ = self._parts()
+            return [word for word, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(token))]
         if token.isascii() and _PRINTABLE_ASCII.match(token):
             if self.text.lowercase:
                 token = token.lower()
@@ -236,3 +273,4 @@ def _counted(chunks: Iterable[list[str]], bar: tqdm) -> Iterator[list[str]]:
 def existing_files(paths: Iterable[str | Path]) -> tuple[str, ...]:
     """The paths as strings, each checked up front to be a readable file (errors name the path)."""
     return tuple(str(check_readable(path)) for path in paths)
+

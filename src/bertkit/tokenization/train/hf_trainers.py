@@ -15,17 +15,16 @@ order. Byte-level BPE starts from the fixed 256-symbol alphabet.
 from __future__ import annotations
 
 import json
-from typing import Iterator, Mapping
+from typing import Mapping
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bertkit.errors import BertkitError
+from bertkit.tokenization.train.feed import word_stream
 from bertkit.tokenization.train.options import TrainOptions
 from bertkit.tokenization.train.pipelines import BPE_SUFFIX, finish, with_pipeline, wordpiece_tokenizer
 from bertkit.tokenization.train.wordpiece_likelihood import select_alphabet
 from bertkit.tokenization.wordpiece import MAX_INPUT_CHARS_PER_WORD, WORDPIECE_PREFIX
-
-FEED_CHARS = 1 << 16  # characters per text handed to the trainer
 
 
 def train_frequency_rule(word_counts: Mapping[str, int], options: TrainOptions) -> Tokenizer:
@@ -48,7 +47,7 @@ def train_frequency_rule(word_counts: Mapping[str, int], options: TrainOptions) 
         show_progress=options.show_progress,
         **marker,
     )
-    draft.train_from_iterator(_word_stream(words), trainer)
+    draft.train_from_iterator(word_stream(words), trainer)
 
     trained = draft.get_vocab(with_added_tokens=False)
     initial = set(alphabet) | set(specials)
@@ -98,22 +97,3 @@ def _draft(options: TrainOptions, chars: list[str]):
         make_trainer, marker = trainers.BpeTrainer, {"initial_alphabet": chars}
     draft.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # the words are normalized and split already
     return draft, make_trainer, marker
-
-
-def _word_stream(words: Mapping[str, int]) -> Iterator[list[str]]:
-    """Batches of texts holding every word as often as it was counted, in sorted order."""
-    batch: list[str] = []
-    size = 0
-    for word in sorted(words):
-        count = words[word]
-        per_text = max(1, FEED_CHARS // (len(word) + 1))
-        while count > 0:
-            n = min(count, per_text)
-            batch.append((word + " ") * n)
-            size += n * (len(word) + 1)
-            count -= n
-            if size >= FEED_CHARS * 16:
-                yield batch
-                batch, size = [], 0
-    if batch:
-        yield batch

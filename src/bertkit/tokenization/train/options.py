@@ -10,9 +10,10 @@ from dataclasses import dataclass, field, replace
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.tokenization.files import MORPHEME_SPLITTERS
+from bertkit.tokenization.train.unigram import resolve_layout
 from bertkit.tokenization.train.wordpiece_likelihood import DEFAULT_SCORE, SCORES
 
-ALGORITHMS = ("wordpiece", "wordpiece-freq", "bpe", "bbpe")
+ALGORITHMS = ("wordpiece", "wordpiece-freq", "bpe", "bbpe", "unigram")
 SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 
 
@@ -71,14 +72,16 @@ def default_specials(algorithm: str) -> SpecialTokens:
 class TextOptions:
     """Normalization and pre-tokenization shared by training and encoding.
 
-    `strip_accents=None` follows `lowercase` (BERT's rule). `tokenize_chinese_chars`
+    `lowercase=None`: the algorithm's default (resolved by `TrainOptions`): lowercase,
+    except unigram's xlnet and t5 layouts (cased, as those models); standalone, None
+    means lowercase. `strip_accents=None` follows `lowercase` (BERT's rule). `tokenize_chinese_chars`
     (spaces around CJK ideographs) None means on, except for bbpe (RoBERTa does not).
     `keep_hangul` recomposes Hangul syllables after accent stripping (False = original
     BERT, which leaves jamo). `morphemes="kiwi"` splits Korean words into morphemes
     (kiwipiepy) before anything else.
     """
 
-    lowercase: bool = True
+    lowercase: bool | None = None
     strip_accents: bool | None = None
     nfkc: bool = False
     tokenize_chinese_chars: bool | None = None
@@ -91,7 +94,7 @@ class TextOptions:
 
     @property
     def strips_accents(self) -> bool:
-        return self.lowercase if self.strip_accents is None else self.strip_accents
+        return (self.lowercase is not False) if self.strip_accents is None else self.strip_accents
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,11 @@ class TrainOptions:
     to be merged. `limit_alphabet`: keep only the most frequent characters; words with other
     characters are left out (encoding makes them the unknown token). Not for bbpe, whose
     alphabet is the 256 bytes. `workers`: processes for word counting (None = all cores).
+    unigram only: `layout` ("xlnet", "t5", "albert"; None: t5 with sentinels, else xlnet)
+    decides the special tokens and template (unigram.py); `sentinels` T5 sentinels at
+    the top of the vocabulary; only `specials.extra` of `specials` applies (more special
+    tokens after the layout's); `min_frequency` does not apply; text: NFKC always,
+    lowercasing as `text.lowercase` (the accent/CJK/Hangul options do not apply).
     """
 
     algorithm: str = "wordpiece"
@@ -118,6 +126,8 @@ class TrainOptions:
     skip_bad_lines: bool = False
     workers: int | None = None
     show_progress: bool = True
+    layout: str | None = None
+    sentinels: int = 0
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -139,8 +149,19 @@ class TrainOptions:
                 raise ConfigError("limit_alphabet does not apply to bbpe (its alphabet is the 256 byte symbols)")
         if self.workers is not None:
             _positive_int("workers", self.workers)
+        if isinstance(self.sentinels, bool) or not isinstance(self.sentinels, int) or self.sentinels < 0:
+            raise ConfigError(f"sentinels={self.sentinels!r} must be an integer >= 0")
+        if self.algorithm == "unigram":
+            resolve_layout(self.layout, self.sentinels)  # checks the name
+            if self.limit_alphabet is not None:
+                raise ConfigError("limit_alphabet does not apply to unigram (the trainer keeps every character)")
+        elif self.layout is not None or self.sentinels:
+            raise ConfigError(f"layout and sentinels apply only to algorithm='unigram', not {self.algorithm!r}")
         if not self.text_field:
             raise ConfigError("text_field must be a non-empty JSON key")
+        if self.text.lowercase is None:  # resolve the per-algorithm default once
+            lowercase = resolve_layout(self.layout, self.sentinels).lowercase if self.algorithm == "unigram" else True
+            object.__setattr__(self, "text", replace(self.text, lowercase=lowercase))
         if self.text.tokenize_chinese_chars is None:  # resolve the per-algorithm default once
             object.__setattr__(self, "text", replace(self.text, tokenize_chinese_chars=self.algorithm != "bbpe"))
 

@@ -3,7 +3,8 @@
   tokenizer.json           the full `tokenizers` pipeline (normalizer, pre-tokenizer, model,
                            post-processor with the special tokens, decoder)
   vocab.txt                WordPiece: one token per line, id = line number - 1
-  vocab.json, merges.txt   BPE / byte-level BPE (GPT-2 layout)
+  vocab.json, merges.txt   BPE / byte-level BPE (GPT-2 layout); Unigram has its vocabulary
+                           (pieces with scores) in tokenizer.json only
   tokenizer_config.json    HF keys (tokenizer_class, do_lower_case, strip_accents,
                            tokenize_chinese_chars, special tokens, model_max_length) and
                            bertkit's: keep_hangul_syllables, pretokenize_morphemes, nfkc,
@@ -27,6 +28,7 @@ from tokenizers import Tokenizer
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.tokenization.train.options import SPECIAL_ROLES, TrainOptions
+from bertkit.tokenization.train.unigram import resolve_layout, unigram_config
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions, files: Sequence[str]) -> list[Path]:
@@ -44,6 +46,18 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
 
     write("tokenizer.json", tokenizer.to_str(pretty=True))
     by_id = sorted(vocab, key=vocab.__getitem__)
+    if options.algorithm == "unigram":
+        config = unigram_config(
+            resolve_layout(options.layout, options.sentinels),
+            options.text.lowercase,
+            options.sentinels,
+            options.special_tokens.extra,
+        )
+        config.update(model_max_length=options.model_max_length, bertkit_training=training_record(options, files))
+        write("tokenizer_config.json", json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        special_map = {k: v for k, v in config.items() if k.endswith("_token") or k == "additional_special_tokens"}
+        write("special_tokens_map.json", json.dumps(special_map, indent=2, ensure_ascii=False) + "\n")
+        return written
     if options.algorithm in ("wordpiece", "wordpiece-freq"):
         write("vocab.txt", "".join(f"{token}\n" for token in by_id))
     else:
@@ -88,7 +102,13 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
     extra = list(specials.extra) + [f"[unused{i}]" for i in range(specials.unused)]
     if extra:
         config["additional_special_tokens"] = extra
-    config["bertkit_training"] = {
+    config["bertkit_training"] = training_record(options, files)
+    return config
+
+
+def training_record(options: TrainOptions, files: Sequence[str]) -> dict:
+    """How the tokenizer was trained (tokenizer_config.json's "bertkit_training")."""
+    record = {
         "algorithm": options.algorithm,
         "vocab_size": options.vocab_size,
         "score": options.merge_score,  # null for the frequency-rule algorithms
@@ -96,7 +116,10 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
         "limit_alphabet": options.limit_alphabet,
         "files": [Path(f).name for f in files],
     }
-    return config
+    if options.algorithm == "unigram":
+        del record["score"], record["min_frequency"], record["limit_alphabet"]
+        record.update(layout=resolve_layout(options.layout, options.sentinels).name, sentinels=options.sentinels)
+    return record
 
 
 def tokenizer_class(options: TrainOptions, vocab: Sequence[str]) -> str:
