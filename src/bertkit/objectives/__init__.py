@@ -22,6 +22,7 @@ OBJECTIVES = {
     "ltr": "bertkit.objectives.ltr:LtrObjective",
     "electra": "bertkit.objectives.electra:ElectraObjective",
     "albert": "bertkit.objectives.albert:AlbertObjective",
+    "t5": "bertkit.objectives.t5:T5Objective",
 }
 
 
