@@ -199,3 +199,20 @@ def test_registry_entry():
 
     assert bertkit.T5ForConditionalGeneration is T5ForConditionalGeneration and bertkit.T5Config is T5Config
     assert bertkit.T5EncoderModel is T5EncoderModel and bertkit.T5Model is T5Model
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_training_gradients_are_transformers(tmp_path, variant):
+    """One backward pass (train mode, dropout 0): every parameter's gradient, the shared
+    relative position bias and the tied embedding included."""
+    torch.manual_seed(0)
+    theirs = transformers.T5ForConditionalGeneration(_hf_config(variant))
+    theirs.save_pretrained(tmp_path)
+    ours = T5ForConditionalGeneration.from_pretrained(tmp_path).train()
+    theirs.train()
+    batch = _batch()
+    ours(**model_inputs(ours, batch), labels=batch["labels"]).loss.backward()
+    theirs(**batch).loss.backward()
+    their_grads = {name: p.grad for name, p in theirs.named_parameters()}
+    for name, parameter in ours.named_parameters():
+        torch.testing.assert_close(parameter.grad, their_grads[name], atol=TOLERANCE, rtol=TOLERANCE, msg=name)
