@@ -182,6 +182,16 @@ def test_t5_refuses_a_tokenizer_without_sentinels_or_eos(data_root, tmp_path, ca
     assert str(data / "tokenizer") in message and "end-of-sequence" in message
 
 
+def test_t5_refuses_fewer_sentinels_than_spans(tmp_path, capsys):
+    tok, data = tmp_path / "tok", tmp_path / "data"
+    assert main(["tokenizer", "train", "--algorithm", "unigram", "--vocab-size", "300", "--sentinels", "2",
+                 "--output", str(tok), "--no-progress", str(FIXTURE)]) == 0
+    assert main(["data", "build", "--tokenizer", str(tok), "--max-seq-length", "64", "--format", "packed",
+                 "--output", str(data), "--no-progress", str(FIXTURE)]) == 0
+    message = one_line_error(pretrain_args(data, tmp_path / "run"), capsys)
+    assert str(data / "tokenizer") in message and "2 sentinel tokens" in message and "3 spans" in message
+
+
 def test_t5_settings_are_checked_by_name(packed, tmp_path, capsys):
     message = one_line_error(pretrain_args(packed, tmp_path / "bad", "--set", "objective.noise_density=1.5"), capsys)
     assert "noise_density" in message

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from bertkit.data.chunks import TextChunks
-from bertkit.data.dataset import PretrainingDataset
+from bertkit.data.dataset import TOKENIZER_DIR, PretrainingDataset
 from bertkit.data.masking import example_rng
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import percent
@@ -168,8 +168,6 @@ class T5Objective(PretrainingObjective):
 
     @staticmethod
     def tokenizer_source(data: PretrainingDataset) -> str:
-        from bertkit.data.dataset import TOKENIZER_DIR
-
         return str(data.directory / TOKENIZER_DIR)
 
     @classmethod
