@@ -94,6 +94,13 @@ def test_xlnet_layout(trained):
     assert set(types[: first_sep + 1]) == {0} and set(types[first_sep + 1 : -1]) == {1} and types[-1] == 2
     assert enc.tokens(0)[:n_pad] == ["<pad>"] * n_pad
     assert tok(["a", "bb cc"], padding=True, padding_side="right")["attention_mask"][0][-1] == 0
+    # pad() (rows regrouped later) and arrays pad on the same side
+    rows = tok(["short", "a longer text here"], ["b", "c"])
+    repadded = tok.pad({"input_ids": rows["input_ids"], "token_type_ids": rows["token_type_ids"]})
+    assert repadded["input_ids"] == enc["input_ids"] and repadded["attention_mask"] == enc["attention_mask"]
+    assert repadded["token_type_ids"] == enc["token_type_ids"]
+    arrays = tok(["short", "a longer text here"], ["b", "c"], padding=True, return_tensors="np")
+    assert arrays["input_ids"].tolist() == enc["input_ids"] and arrays["attention_mask"].tolist() == enc["attention_mask"]
     assert tok.bos_token == "<s>" and tok.eos_token == "</s>"
     assert tok.additional_special_tokens == ["<eod>", "<eop>"]
 

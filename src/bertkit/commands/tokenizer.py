@@ -1,4 +1,5 @@
-"""`bertkit tokenizer train|stats`: train a vocabulary on a corpus; report its quality."""
+"""`bertkit tokenizer train|stats|encode`: train a vocabulary on a corpus; report its
+quality; show what it does to texts (one JSON line per text)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ ALGORITHM_HELP = (
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("tokenizer", help="train a tokenizer; report tokenizer quality")
-    commands = parser.add_subparsers(dest="tokenizer_command", metavar="{train,stats}")
+    parser = subparsers.add_parser("tokenizer", help="train a tokenizer; report its quality; encode texts")
+    commands = parser.add_subparsers(dest="tokenizer_command", metavar="{train,stats,encode}")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
     _add_train(commands)
     _add_stats(commands)
+    _add_encode(commands)
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
@@ -134,6 +136,29 @@ def _add_stats(commands) -> None:
     p.set_defaults(func=run_stats)
 
 
+def _add_encode(commands) -> None:
+    p = commands.add_parser(
+        "encode",
+        help="tokens, ids, offsets of texts (one JSON line each)",
+        description="Encode texts with any tokenizer directory (WordPiece, BPE, byte-level BPE, Unigram; "
+        "bertkit's or Hugging Face's) and print one JSON object per text: tokens, ids, character "
+        "offsets [start, end) into the text, token_type_ids, special-token layout included.",
+    )
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to encode (else --file, else lines on stdin)")
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer directory")
+    p.add_argument(
+        "--pair", action="append", metavar="TEXT", help="second text of a pair, once per TEXT in the same order"
+    )
+    p.add_argument("--file", help="one text a line (blank lines skipped), or JSONL; .gz too")
+    p.add_argument("--text-field", default="text", metavar="NAME", help="JSONL field of the text (default: text)")
+    p.add_argument(
+        "--pair-field", default="pair", metavar="NAME", help="JSONL field of the second text, if any (default: pair)"
+    )
+    p.add_argument("--max-length", type=int, metavar="N", help="truncate to N tokens (longest_first)")
+    p.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP], <sep>/<cls>, </s>...")
+    p.set_defaults(func=run_encode)
+
+
 def run_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -207,3 +232,56 @@ def run_stats(args: argparse.Namespace) -> int:
         print(format_report(stats, title))
         print(f"  histogram          {png}")
     return 0
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    import sys
+
+    from bertkit.tokenization import Tokenizer
+    from bertkit.tokenization.explain import encode_records
+
+    if args.max_length is not None and args.max_length < 1:
+        raise BertkitError(f"--max-length={args.max_length} must be a positive integer")
+    if args.pair and len(args.pair) != len(args.texts):
+        raise BertkitError(f"--pair given {len(args.pair)} time(s) for {len(args.texts)} TEXT argument(s): one per TEXT")
+    tokenizer = Tokenizer.from_pretrained(args.tokenizer)
+    inputs = _encode_inputs(args)
+    records = encode_records(
+        tokenizer,
+        [text for _, text, _ in inputs],
+        [pair for _, _, pair in inputs],
+        add_special_tokens=not args.no_special_tokens,
+        max_length=args.max_length,
+    )
+    sys.stdout.write(
+        "".join(json.dumps({"source": source, **record}, ensure_ascii=False) + "\n" for (source, _, _), record in zip(inputs, records))
+    )
+    return 0
+
+
+def _encode_inputs(args: argparse.Namespace) -> list[tuple[str, str, str | None]]:
+    """(source, text, pair or None) for each input of `encode`: TEXT arguments, --file or stdin."""
+    from bertkit.commands.inputs import check_one_source, numbered_lines
+
+    check_one_source(args.texts, args.file)
+    if args.texts:
+        pairs = args.pair or [None] * len(args.texts)
+        return [(f"TEXT {n}", text, pair) for n, (text, pair) in enumerate(zip(args.texts, pairs), start=1)]
+    if args.pair:
+        raise BertkitError("--pair goes with TEXT arguments; in a JSONL --file use --pair-field")
+    from bertkit.tasks.records import as_text, file_kind, iter_jsonl, missing_field
+
+    if args.file and file_kind(args.file) == "jsonl":
+        inputs = []
+        for line_no, record in iter_jsonl(args.file):
+            if args.text_field not in record:
+                raise missing_field(args.file, line_no, [args.text_field], record)
+            text = as_text(record[args.text_field], args.file, line_no, args.text_field)
+            pair = record.get(args.pair_field)
+            pair = None if pair is None else as_text(pair, args.file, line_no, args.pair_field)
+            inputs.append((f"{args.file}:{line_no}", text, pair))
+    else:
+        inputs = [(line.source, line.text, None) for line in numbered_lines(args.file) if line.text.strip()]
+    if not inputs:
+        raise BertkitError(f"{args.file or '<stdin>'}: empty input, no texts")
+    return inputs

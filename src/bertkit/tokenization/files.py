@@ -35,6 +35,8 @@ SPECIAL_CANDIDATES = {
     "eos_token": ("</s>",),
 }
 PADDING_SIDES = ("right", "left")
+# transformers classes that pad on the left by a class attribute (their configs do not say)
+LEFT_PADDING_CLASSES = ("XLNetTokenizer", "XLNetTokenizerFast")
 MORPHEME_SPLITTERS = (None, "kiwi")
 _MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
 
@@ -76,7 +78,16 @@ class TokenizerConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str) -> TokenizerConfig:
-        """Pick and check the known keys of `raw` (others, e.g. HF bookkeeping, are ignored)."""
+        """Pick and check the known keys of `raw` (others, e.g. HF bookkeeping, are ignored).
+
+        HF conventions kept: transformers 5 writes `extra_special_tokens` for
+        `additional_special_tokens`; XLNet's classes pad on the left without saying so.
+        """
+        raw = dict(raw)
+        if isinstance(raw.get("extra_special_tokens"), list):
+            raw.setdefault("additional_special_tokens", raw["extra_special_tokens"])
+        if raw.get("tokenizer_class") in LEFT_PADDING_CLASSES:
+            raw.setdefault("padding_side", "left")
         return cls(**{f.name: _checked(f.name, raw[f.name], source) for f in fields(cls) if f.name in raw})
 
     def with_options(self, options: Mapping[str, Any]) -> TokenizerConfig:

@@ -269,7 +269,7 @@ class Tokenizer:
         config.update(asdict(self.config))
         config.update(bert_pipeline_options(spec) or {})  # what the pipeline really does, if it is BERT's
         config.update(self._special)
-        config["additional_special_tokens"] = [t for t in self.all_special_tokens if t not in self._special.values()]
+        config["additional_special_tokens"] = self.additional_special_tokens
         config["model_max_length"] = self.model_max_length
         config["clean_up_tokenization_spaces"] = True
         config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
@@ -403,10 +403,13 @@ class Tokenizer:
 
     @property
     def additional_special_tokens(self) -> list[str]:
-        """Special tokens beyond the role tokens (XLNet's <eop> <eod>, T5's sentinels), in id order."""
+        """Special tokens beyond the role tokens (XLNet's <eop> <eod>, T5's sentinels): the config's
+        list first, in its order, then any other special added token in id order."""
         roles = set(self._special.values())
         decoder = self._backend.get_added_tokens_decoder()
-        return [decoder[i].content for i in sorted(decoder) if decoder[i].special and decoder[i].content not in roles]
+        others = [decoder[i].content for i in sorted(decoder) if decoder[i].special and decoder[i].content not in roles]
+        listed = [t for t in self.config.additional_special_tokens if t not in roles]
+        return list(dict.fromkeys(listed + others))
 
     def get_sentinel_tokens(self) -> list[str]:
         """T5's span-corruption sentinels `<extra_id_0>`, `<extra_id_1>`, ... in index order
