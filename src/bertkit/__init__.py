@@ -35,6 +35,7 @@ _EXPORTS = {
     "predict": "bertkit.inference.prediction",
     "Predictor": "bertkit.inference.prediction",
     "evaluate": "bertkit.inference.evaluation",
+    "generate": "bertkit.inference.generation",
     "BertkitError": "bertkit.errors",
     "T5Config": "bertkit.model.t5",
     "T5Model": "bertkit.model.t5",

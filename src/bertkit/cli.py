@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "bertkit.commands.evaluate",
     "bertkit.commands.fill_mask",
     "bertkit.commands.finetune",
+    "bertkit.commands.generate",
     "bertkit.commands.predict",
     "bertkit.commands.pretrain",
     "bertkit.commands.tokenizer",

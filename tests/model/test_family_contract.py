@@ -98,7 +98,8 @@ class ToyForConditionalGeneration(ToyPreTrainedModel):
 @pytest.fixture()
 def toy_family(monkeypatch):
     family = ModelFamily(TOY, f"{__name__}:ToyConfig", f"{__name__}:ToyModel", "model",
-                         input_names=("input_ids", "attention_mask", "decoder_input_ids"), can_generate=True)
+                         input_names=("input_ids", "attention_mask", "decoder_input_ids"),
+                         generator=f"{__name__}:ToyForConditionalGeneration")
     monkeypatch.setitem(MODEL_FAMILIES, TOY, family)
     return family
 
@@ -216,6 +217,7 @@ def test_toy_init_hook_runs_and_num_parameters():
 def test_registry_reaches_the_toy_family(tmp_path, toy_family):
     ToyForConditionalGeneration(ToyConfig()).save_pretrained(tmp_path)
     assert family_of(tmp_path) is toy_family and toy_family.can_generate and not toy_family.can_fill_mask
+    assert toy_family.generator_class() is ToyForConditionalGeneration
     assert type(load_config(tmp_path)) is ToyConfig
     assert isinstance(toy_family.backbone_class().from_pretrained(tmp_path), ToyModel)
     assert not toy_family.supports("classification")
@@ -267,5 +269,7 @@ def test_the_four_families_stand_on_the_contract():
         family = families.MODEL_FAMILIES[model_type]
         assert family.input_names == ("input_ids", "token_type_ids", "attention_mask")
         assert family.can_fill_mask and not family.can_generate
+        with pytest.raises(BertkitError, match=f"^the model: {family.model_type} models cannot generate text"):
+            family.generator_class()
         assert issubclass(family.masked_lm().model_class(), PreTrainedModel)
     assert BertForPreTraining.base_model_prefix == "bert"

@@ -5,6 +5,7 @@
   bertkit predict --model runs/ner/best "John Smith lives in Paris."          # entities with character spans
   bertkit predict --model runs/mc/best "He opened the jar." "He drank it." "He ate the lid."  # context, then choices
   bertkit predict --model runs/squad/best "When did it open?" "The railway opened in 1887."  # question, context
+  bertkit predict --model runs/t5/final "rte sentence1: ... sentence2: ..."   # text-to-text: {"text", "generated_text"}
 
 Input: TEXT arguments, or --file (JSONL: fields --text-field / --pair-field, a "words"
 list for tagging, "question" / "context" for QA, or any multiple-choice JSONL/SWAG CSV;
@@ -20,7 +21,8 @@ import json
 import sys
 from typing import Any
 
-from bertkit.commands.inputs import check_one_source, numbered_lines
+from bertkit.commands.generate import add_generation_arguments, check_texts, generation_options
+from bertkit.commands.inputs import check_one_source, numbered_lines, read_texts
 from bertkit.errors import BertkitError
 
 
@@ -37,6 +39,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    group = p.add_argument_group("text-to-text models (T5)", "decoding options, as `bertkit generate`")
+    add_generation_arguments(group)
     p.set_defaults(func=run)
 
 
@@ -45,10 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     check_one_source(args.texts, args.file)
     predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
-                                          max_seq_length=args.max_seq_length)
+                                          max_seq_length=args.max_seq_length, generation=generation_options(args))
     inputs = read_inputs(predictor, args)
     results = predictor(inputs, progress=len(inputs) >= 2048)
-    echo = predictor.loaded.program_cls.task_family().hook("echo")
+    echo = (lambda text: {"text": text}) if predictor.loaded.generates else \
+        predictor.loaded.program_cls.task_family().hook("echo")
     lines = "".join(json.dumps({**echo(item), **result}, ensure_ascii=False) + "\n"
                     for item, result in zip(inputs, results))
     sys.stdout.write(lines)
@@ -58,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
 def read_inputs(predictor, args: argparse.Namespace) -> list[Any]:
     """The inputs of `args` in the shape `Predictor` takes for the model's task family
     (its hooks say how: bertkit.tasks.hooks)."""
+    if predictor.loaded.generates:  # a text-to-text model: one text per argument, line or JSONL record
+        inputs = read_texts(args.texts, args.file, args.text_field)
+        check_texts(inputs)
+        return [item.text for item in inputs]
     family, spec = predictor.loaded.program_cls.task_family(), predictor.loaded.spec
     if args.texts:
         return family.hook("inputs_from_texts")(list(args.texts), spec)

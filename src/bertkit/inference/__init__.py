@@ -6,9 +6,10 @@
   embedding.py         embed: contextual vectors (layer choice, pooling, sentence-transformers)
   masked_lm.py         fill_mask: top-k tokens for each mask
   sentence_modules.py  a sentence-transformers folder's modules.json, as embed settings
+  generation.py        load_generator / generate: text from a text-to-text model (T5)
   outputs.py           InferenceOutputs: logits per feature, generated sequences (None for encoders)
 
-The CLI commands (bertkit.commands) and the public API (`bertkit.predict`, `bertkit.embed`,
+The CLI commands (bertkit.commands) and the public API (`bertkit.predict`, `bertkit.embed`, `bertkit.generate`,
 ...) both come here. This package sits beside training and imports nothing from it
 (tests/inference/test_layering.py). Names are imported lazily: `import bertkit.inference`
 does not import torch.
@@ -29,6 +30,8 @@ _EXPORTS = {
     "evaluate": "bertkit.inference.evaluation",
     "embed": "bertkit.inference.embedding",
     "fill_mask": "bertkit.inference.masked_lm",
+    "load_generator": "bertkit.inference.generation",
+    "generate": "bertkit.inference.generation",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -60,6 +60,14 @@ class LoadedModel:
         return self.config.id2label
 
     @property
+    def generates(self) -> bool:
+        """A text-generating model loaded without a task program (load_generator): it answers
+        with generated text, not a task head's scores."""
+        from bertkit.model.families import family_of_model
+
+        return self.program_cls is None and family_of_model(self.model).can_generate
+
+    @property
     def backbone(self):
         """The bare encoder: the model itself, or the encoder inside a model with heads."""
         return backbone_of(self.model)

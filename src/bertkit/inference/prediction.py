@@ -30,6 +30,10 @@ of inputs — a tuple is always ONE input, a list a batch. Per family:
   True, ...} when the null score beats the best span by more than the threshold
   chosen on dev (saved with the model).
 
+- a text-to-text model without a task file (a pre-trained T5, or one whose family
+  generates text): "text" -> {"generated_text": "..."} (bertkit.inference.generation;
+  `generation` options: `model.generate`'s).
+
 Each family's `predict` hook (in its module, bertkit.tasks.hooks) turns inputs into
 these results. Inputs are tokenized once and run in batches sorted by length, results in
 input order. `evaluate(model_dir, data_file)` (bertkit.inference.evaluation) scores a labelled
@@ -41,6 +45,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pathlib import Path
+
 from bertkit.errors import BertkitError
 from bertkit.inference.loading import LoadedModel, load_finetuned
 
@@ -51,28 +57,55 @@ from bertkit.inference.loading import LoadedModel, load_finetuned
 class Predictor:
     """A fine-tuned model as a callable: `predictor(inputs) -> list[dict]` (module docstring)."""
 
-    def __init__(self, loaded: LoadedModel, batch_size: int = 32, max_seq_length: int | None = None):
+    def __init__(self, loaded: LoadedModel, batch_size: int = 32, max_seq_length: int | None = None,
+                 generation: dict[str, Any] | None = None):
         if batch_size < 1:
             raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
         self.loaded = loaded
         self.batch_size = batch_size
-        self.max_seq_length = max_seq_length or loaded.spec.max_seq_length
+        self.max_seq_length = max_seq_length or (None if loaded.generates else loaded.spec.max_seq_length)
+        self.generation = dict(generation or {})
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, device: str | None = None, batch_size: int = 32,
-                        max_seq_length: int | None = None) -> "Predictor":
-        return cls(load_finetuned(directory, device), batch_size, max_seq_length)
+                        max_seq_length: int | None = None, generation: dict[str, Any] | None = None) -> "Predictor":
+        return cls(load_for_prediction(directory, device), batch_size, max_seq_length, generation)
 
     @property
-    def family(self) -> str:
-        return self.loaded.spec.family
+    def family(self) -> str | None:
+        """The task family; None for a text-to-text model without a task file."""
+        return None if self.loaded.generates else self.loaded.spec.family
 
     def __call__(self, inputs: Any, progress: bool = False) -> list[dict[str, Any]]:
         batch = list(inputs) if isinstance(inputs, list) else [inputs]
         if not batch:
             return []
+        if self.loaded.generates:
+            from bertkit.inference.generation import generate
+
+            texts = generate(self.loaded, batch, batch_size=self.batch_size, max_source_length=self.max_seq_length,
+                             **self.generation)
+            per_input = self.generation.get("num_return_sequences", 1)
+            return [{"generated_text": texts[i] if per_input == 1 else texts[i * per_input:(i + 1) * per_input]}
+                    for i in range(len(batch))]
         predict = self.loaded.program_cls.task_family().hook("predict")  # the family's (bertkit.tasks.hooks)
         return predict(self.loaded, batch, self.max_seq_length, self.batch_size, progress)
+
+
+def load_for_prediction(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
+    """What `predict` runs: a fine-tuned model (its task file, or a HF head architecture, says
+    how: load_finetuned) or, for a checkpoint without a task file whose family generates
+    text (a pre-trained T5), the generating model (load_generator)."""
+    from bertkit.model.families import family_of
+    from bertkit.tasks.feature_tagger import is_feature_tagger
+    from bertkit.tasks.programs import TASK_FILE
+
+    directory = Path(directory)
+    if not (directory / TASK_FILE).is_file() and not is_feature_tagger(directory) and family_of(directory).can_generate:
+        from bertkit.inference.generation import load_generator
+
+        return load_generator(directory, device)
+    return load_finetuned(directory, device)
 
 
 def predict(model: str | os.PathLike | Predictor, inputs: Any, **options: Any) -> list[dict[str, Any]]:

@@ -36,8 +36,11 @@ The contract of a family (Hugging Face semantics throughout):
   and called on `model_inputs` without labels returns (B, T, V) vocabulary logits as
   `logits` (`prediction_logits` for BERT's pre-training model); `checkpoints` says, for
   error messages, which checkpoints have the head;
-- `can_generate`: whether its models produce text (an output with generated sequences);
-  False for the four encoders here.
+- `generator` ("module:Class", None when the family has none; `can_generate`): the model
+  whose `generate(input_ids=, attention_mask=, max_new_tokens=, ...)` returns token ids
+  (bertkit.model.generation.GenerationMixin), loaded from any checkpoint of the family
+  by `bertkit generate` and by `predict` on a model without a task file; None for the
+  four encoders here.
 Class references are "module:Class" strings, imported on first use (the CLI stays fast).
 """
 
@@ -80,7 +83,7 @@ class ModelFamily:
     tasks: dict[str, str] = field(default_factory=dict)
     mlm: MaskedLM | None = None
     input_names: tuple[str, ...] = ("input_ids", "attention_mask")
-    can_generate: bool = False
+    generator: str | None = None
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -92,6 +95,17 @@ class ModelFamily:
     @property
     def can_fill_mask(self) -> bool:
         return self.mlm is not None
+
+    @property
+    def can_generate(self) -> bool:
+        return self.generator is not None
+
+    def generator_class(self, source: str | Path = "the model"):
+        """The family's text-generating model class; a one-line error naming `source` when it has none."""
+        if self.generator is None:
+            raise BertkitError(f"{source}: {self.model_type} models cannot generate text (an encoder); "
+                               "generation needs a text-to-text model such as T5")
+        return _resolve(self.generator)
 
     def config_class(self):
         return _resolve(self.config)
@@ -148,7 +162,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
     "t5": ModelFamily("t5", "bertkit.model.t5:T5Config", "bertkit.model.t5:T5Model", "transformer", {},
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
-                      can_generate=True),
+                      generator="bertkit.model.t5:T5ForConditionalGeneration"),
 }
 
 

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import ConfigError
+from bertkit.model.generation import GenerationMixin
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput, ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
@@ -305,7 +306,7 @@ class T5Model(T5PreTrainedModel):
                                       encoder_outputs, past_key_values, use_cache, output_hidden_states)
 
 
-class T5ForConditionalGeneration(T5Model):
+class T5ForConditionalGeneration(T5Model, GenerationMixin):
     """T5Model + the vocabulary head: tied to `shared` with the d_model^-0.5 rescale (v1.0)
     or its own `lm_head` (v1.1). `labels` (B, T) give the loss and, when no
     decoder_input_ids are given, the decoder inputs (labels shifted right)."""

@@ -1,0 +1,91 @@
+"""`bertkit generate`: text from a text-to-text model (T5), one result per input.
+
+  bertkit generate --model runs/t5/final "The <extra_id_0> walks in <extra_id_1> park."   # greedy
+  bertkit generate --model DIR --num-beams 4 --max-new-tokens 32 "summarize: ..."
+  bertkit generate --model DIR --do-sample --top-p 0.9 --temperature 0.8 --seed 1 --file texts.txt --format jsonl
+
+Input: TEXT arguments, --file (one text a line, or JSONL with --text-field) or lines on
+stdin. Output: the generated text of each input on its own line (--format text), or one
+JSON object per input {"text", "generated_text"} (--format jsonl). Special tokens are
+dropped, T5's sentinels (<extra_id_N>) kept. The options are `model.generate`'s
+(transformers' names and defaults; bertkit.inference.generation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bertkit.errors import BertkitError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("generate", help="generate text with a text-to-text model (T5)",
+                              description="Generate text for each input with a text-to-text model (T5): greedy by "
+                                          "default, beam search (--num-beams) or sampling (--do-sample).")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="input texts")
+    p.add_argument("--model", required=True, metavar="DIR", help="text-to-text checkpoint directory (T5)")
+    p.add_argument("--file", help="read inputs from this file instead, one per line (txt, .gz; JSONL: --text-field)")
+    p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    add_generation_arguments(p)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-source-length", type=int, help="input tokens kept (default: 512)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--format", choices=("text", "jsonl"), default="text",
+                   help="text (default): one generated text a line; jsonl: {text, generated_text} per input")
+    p.set_defaults(func=run)
+
+
+def add_generation_arguments(p: argparse.ArgumentParser) -> None:
+    """The decoding flags (`generate` and `predict` on a text-to-text model)."""
+    p.add_argument("--max-new-tokens", type=int, help="tokens generated at most (default: 20, as transformers)")
+    p.add_argument("--min-new-tokens", type=int, help="no EOS before this many tokens")
+    p.add_argument("--num-beams", type=int, default=1, help="beam search with this many beams (default: 1, greedy)")
+    p.add_argument("--length-penalty", type=float, default=1.0, help="beam score = log p / length ** this")
+    p.add_argument("--early-stopping", choices=("true", "false", "never"), default="false",
+                   help="beam search stop rule, as transformers (default: false)")
+    p.add_argument("--no-repeat-ngram-size", type=int, default=0, help="no n-gram of this size twice")
+    p.add_argument("--do-sample", action="store_true", help="sample instead of taking the most likely tokens")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=50, help="sample from the k most likely tokens (0: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="sample from the smallest set reaching this probability")
+    p.add_argument("--seed", type=int, help="random seed of the sampling")
+
+
+def generation_options(args: argparse.Namespace) -> dict:
+    """`model.generate` keyword arguments from the decoding flags."""
+    options = dict(num_beams=args.num_beams, length_penalty=args.length_penalty,
+                   early_stopping={"true": True, "false": False}.get(args.early_stopping, args.early_stopping),
+                   no_repeat_ngram_size=args.no_repeat_ngram_size, do_sample=args.do_sample,
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    if args.max_new_tokens is not None:
+        options["max_new_tokens"] = args.max_new_tokens
+    if args.min_new_tokens is not None:
+        options["min_new_tokens"] = args.min_new_tokens
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    from bertkit.commands.inputs import read_texts
+    from bertkit.inference.generation import generate, load_generator
+
+    inputs = read_texts(args.texts, args.file, args.text_field)
+    check_texts(inputs)
+    loaded = load_generator(args.model, args.device)
+    texts = [item.text for item in inputs]
+    results = generate(loaded, texts, batch_size=args.batch_size, max_source_length=args.max_source_length,
+                       seed=args.seed, **generation_options(args))
+    if args.format == "jsonl":
+        sys.stdout.write("".join(json.dumps({"text": text, "generated_text": result}, ensure_ascii=False) + "\n"
+                                 for text, result in zip(texts, results)))
+    else:
+        sys.stdout.write("".join(result + "\n" for result in results))
+    return 0
+
+
+def check_texts(inputs) -> None:
+    """Every input non-empty; the error names its line (or argument)."""
+    for item in inputs:
+        if not item.text.strip():
+            raise BertkitError(f"{item.source}: empty text, nothing to generate from")

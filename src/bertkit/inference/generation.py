@@ -1,0 +1,116 @@
+"""Text from a text-to-text model (T5): `load_generator`, `run_generation`, `generate`.
+
+    import bertkit
+    bertkit.generate("runs/t5/final", ["The <extra_id_0> walks in <extra_id_1> park."], num_beams=4)
+    loaded = load_generator("runs/t5/final")       # load once (a server), then many calls
+    generate(loaded, texts, do_sample=True, top_p=0.9, seed=0)
+
+`bertkit generate`, `bertkit predict` on a model without a task file, and the server
+come here. Options are `model.generate`'s (bertkit.model.generation: transformers'
+names and defaults). Texts are tokenized with the checkpoint's tokenizer (T5's appends
+EOS), cut to `max_source_length` tokens, run in batches sorted by length, and the
+results come back in input order. Decoding drops the special tokens (pad, EOS, ...)
+but keeps T5's sentinels (<extra_id_N>) visible: a span-corruption model answers with
+them ("<extra_id_0> dog <extra_id_1> the <extra_id_2>").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.inference.loading import LoadedModel, default_device, place
+from bertkit.inference.outputs import InferenceOutputs
+
+DEFAULT_MAX_SOURCE_LENGTH = 512  # T5's model_max_length; relative positions set no hard limit
+SENTINEL = re.compile(r"<extra_id_\d+>")
+
+
+def load_generator(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
+    """The family's generating model (T5ForConditionalGeneration) and tokenizer; a one-line
+    error naming the directory when the family cannot generate (an encoder)."""
+    from bertkit.model.families import family_of
+    from bertkit.tokenization import Tokenizer
+
+    model_class = family_of(directory).generator_class(directory)
+    model = place(model_class.from_pretrained(directory), device or default_device())
+    return LoadedModel(Path(directory), model, Tokenizer.from_pretrained(directory))
+
+
+def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
+                   max_source_length: int | None = None, seed: int | None = None,
+                   **options: Any) -> InferenceOutputs:
+    """Generated token ids for each text -> InferenceOutputs(logits=[], sequences=...): per
+    text, `num_return_sequences` consecutive rows (each starting with the decoder start
+    token, pad after EOS cut). `seed` seeds one generator for the whole call."""
+    import torch
+
+    if batch_size < 1:
+        raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
+    for number, text in enumerate(texts, start=1):
+        if not isinstance(text, str) or not text.strip():
+            raise BertkitError(f"text {number}: empty text, nothing to generate from")
+    limit = max_source_length or DEFAULT_MAX_SOURCE_LENGTH
+    encoded = loaded.tokenizer(texts, truncation=True, max_length=limit)["input_ids"]
+    model = loaded.model
+    device = next(model.parameters()).device
+    generator = None if seed is None else torch.Generator(device).manual_seed(seed)
+    pad_id = loaded.config.pad_token_id if loaded.config.pad_token_id is not None else 0
+    per_text = options.get("num_return_sequences", 1)
+    sequences: list[list[list[int]] | None] = [None] * len(texts)
+    order = np.argsort([len(ids) for ids in encoded], kind="stable")[::-1]  # longest first: less padding
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            input_ids, attention_mask = _pad([encoded[i] for i in rows], pad_id, device)
+            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generator=generator, **options)
+            for k, i in enumerate(rows):
+                sequences[i] = [_trim(row, pad_id) for row in out[k * per_text:(k + 1) * per_text].tolist()]
+    return InferenceOutputs(logits=[], sequences=[row for rows in sequences for row in rows])
+
+
+def generate(model: str | os.PathLike | LoadedModel, texts: str | list[str], *, device: str | None = None,
+             batch_size: int = 32, max_source_length: int | None = None, seed: int | None = None,
+             **options: Any) -> list[str]:
+    """Generated text for each text (`num_return_sequences` consecutive strings per text)."""
+    loaded = model if isinstance(model, LoadedModel) else load_generator(model, device)
+    batch = [texts] if isinstance(texts, str) else list(texts)
+    outputs = run_generation(loaded, batch, batch_size, max_source_length, seed, **options)
+    return [visible_text(loaded, ids) for ids in outputs.sequences]
+
+
+def visible_text(loaded: LoadedModel, ids: list[int]) -> str:
+    """Generated ids as text: special tokens (start, pad, EOS, ...) dropped, sentinels kept."""
+    tokenizer, config = loaded.tokenizer, loaded.config
+    hidden = set(tokenizer.all_special_ids) | {t for t in (config.pad_token_id, config.eos_token_id,
+                                                          getattr(config, "decoder_start_token_id", None))
+                                              if isinstance(t, int)}
+    kept = [t for t in ids if t not in hidden or SENTINEL.fullmatch(tokenizer.convert_ids_to_tokens(t) or "")]
+    return tokenizer.decode(kept, skip_special_tokens=False).strip()
+
+
+def _pad(rows: list[list[int]], pad_id: int, device):
+    """(B, S) input ids padded at the end with pad_id, and their attention mask."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[i, :len(r)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _trim(row: list[int], pad_id: int) -> list[int]:
+    """A generated row without its trailing padding (the start token, which may equal pad, kept)."""
+    end = len(row)
+    while end > 1 and row[end - 1] == pad_id:
+        end -= 1
+    return row[:end]
