@@ -116,6 +116,8 @@ def test_pretrain_t5_checkpoint_loads_in_transformers(t5_run, packed):
     assert evals and 0 <= evals[-1]["eval_token_accuracy"] <= 100 and evals[-1]["eval_seed"] == 1234
     config = json.loads((t5_run / "final" / "config.json").read_text())
     assert config["model_type"] == "t5" and config["architectures"] == ["T5ForConditionalGeneration"]
+    assert "| masking | span corruption, noise density 0.15, mean span 3 (70 raw -> 64 input, 14 target tokens) |" in (
+        t5_run / "report.md").read_text()
     objective = make_objective("t5", packed, 42, preset=T5_PRESET)
     assert config["eos_token_id"] == objective.eos_id and config["decoder_start_token_id"] == objective.pad_id
     reference, info = transformers.T5ForConditionalGeneration.from_pretrained(t5_run / "final", output_loading_info=True)

@@ -170,6 +170,10 @@ class PretrainingObjective(TrainingProgram):
     def evaluation_details(self) -> dict[str, Any]:
         return {"eval_seed": self.eval_seed}
 
+    def describe_masking(self, run_config: Any) -> str:
+        """How training examples are masked or corrupted, for a run's report."""
+        return f"{run_config.masking}, {run_config.mlm_probability:.0%}"
+
     def describe_eval_masks(self) -> str:
         """Where the held-out masks come from, for a run's report."""
         if self.eval_data is not None and self.eval_data.info.masking == "static":

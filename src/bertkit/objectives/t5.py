@@ -197,6 +197,11 @@ class T5Objective(PretrainingObjective):
                                f"{self.max_seq_length})")
         return chunks
 
+    def describe_masking(self, run_config: Any) -> str:
+        s = self.settings
+        return (f"span corruption, noise density {s.noise_density:g}, mean span {s.mean_noise_span_length:g} "
+                f"({self.raw_length} raw -> {self.max_seq_length} input, {self.target_length} target tokens)")
+
     # ---- examples and batches ------------------------------------------------------------
     def num_train_examples(self) -> int:
         return len(self.train_chunks)
