@@ -121,3 +121,18 @@ def test_non_utf8_file_is_one_line_naming_file_and_line(t5_dir, tmp_path, capsys
 def test_bad_generation_option_is_one_line_naming_it(t5_dir, capsys):
     assert main(["generate", "--model", str(t5_dir), "--num-beams", "0", "text"]) == 1
     _one_line_error(capsys, r"num_beams: must be >= 1")
+
+
+def test_predict_on_a_t5_classification_checkpoint_classifies_rather_than_generates(t5_dir, tmp_path):
+    import shutil
+
+    from bertkit.inference.prediction import Predictor
+    from bertkit.model.t5 import T5Config, T5EncoderForSequenceClassification
+
+    config = T5Config.from_dict({**T5Config.from_pretrained(t5_dir).to_dict(), "num_labels": 2})
+    T5EncoderForSequenceClassification(config).save_pretrained(tmp_path)  # no task file: its architecture says
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(t5_dir / name, tmp_path)
+    predictor = Predictor.from_pretrained(tmp_path, device="cpu")
+    assert not predictor.loaded.generates and predictor.family == "classification"
+    assert set(predictor(["A cat sat."])[0]) >= {"label", "score"}

@@ -51,6 +51,22 @@ def test_transformers_config_json_round_trip(tmp_path):
     assert saved["model_type"] == "t5" and saved["decoder_start_token_id"] == 0
 
 
+def test_published_checkpoint_configs_load():
+    """google-t5/t5-small's and google/t5-v1_1-small's config.json fields (as published)."""
+    t5_small = {"architectures": ["T5ForConditionalGeneration"], "d_ff": 2048, "d_kv": 64, "d_model": 512,
+                "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
+                "is_encoder_decoder": True, "layer_norm_epsilon": 1e-06, "model_type": "t5", "n_positions": 512,
+                "num_heads": 8, "num_layers": 6, "output_past": True, "pad_token_id": 0,
+                "relative_attention_num_buckets": 32, "task_specific_params": {"translation_en_to_de": {}},
+                "vocab_size": 32128}
+    config = T5Config.from_dict(t5_small)
+    assert config.to_dict()["n_positions"] == 512 and config.scale_decoder_outputs
+    v1_1 = {**t5_small, "d_ff": 1024, "num_heads": 6, "num_layers": 8, "num_decoder_layers": 8, "d_model": 512,
+            "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
+    config = T5Config.from_dict(v1_1)
+    assert config.dense_act_fn == "gelu_new" and not config.scale_decoder_outputs
+
+
 @pytest.mark.parametrize("field,value,message", [
     ("feed_forward_proj", "gated-swish", "field 'feed_forward_proj' must be ACT or gated-ACT"),
     ("d_kv", 0, "field 'd_kv' must be a positive integer"),

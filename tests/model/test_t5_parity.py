@@ -180,14 +180,23 @@ def test_shift_right_is_transformers():
     assert torch.equal(ours.shift_right(labels), theirs._shift_right(labels))
 
 
-def test_hidden_states_when_asked():
+def test_hidden_states_when_asked(tmp_path):
+    """Each block's input, then the final normed output: L + 1 tensors per stack, as transformers."""
     torch.manual_seed(0)
-    model = T5ForConditionalGeneration(T5Config(**SIZES)).eval()
+    theirs = transformers.T5ForConditionalGeneration(_hf_config("v1.0")).eval()
+    theirs.save_pretrained(tmp_path)
+    model = T5ForConditionalGeneration.from_pretrained(tmp_path)
     batch = _batch()
     with torch.no_grad():
         out = model(**model_inputs(model, batch), labels=batch["labels"], output_hidden_states=True)
+        reference = theirs(**batch, output_hidden_states=True)
     assert len(out.decoder_hidden_states) == 3 + 1 and len(out.encoder_hidden_states) == 2 + 1
     assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    mask, decoder_mask = batch["attention_mask"].bool(), batch["decoder_attention_mask"].bool()
+    for ours_states, their_states, real in ((out.encoder_hidden_states, reference.encoder_hidden_states, mask),
+                                            (out.decoder_hidden_states, reference.decoder_hidden_states, decoder_mask)):
+        for ours_state, their_state in zip(ours_states, their_states, strict=True):
+            torch.testing.assert_close(ours_state[real], their_state[real], atol=TOLERANCE, rtol=TOLERANCE)
 
 
 def test_registry_entry():
@@ -201,18 +210,26 @@ def test_registry_entry():
     assert bertkit.T5EncoderModel is T5EncoderModel and bertkit.T5Model is T5Model
 
 
+@pytest.mark.parametrize("targets", ["padded", "full"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_training_gradients_are_transformers(tmp_path, variant):
+def test_training_gradients_are_transformers(tmp_path, variant, targets):
     """One backward pass (train mode, dropout 0): every parameter's gradient, the shared
-    relative position bias and the tied embedding included."""
+    relative position bias and the tied embedding included. Full targets (no -100, as
+    span corruption makes them) take the fused head + loss."""
     torch.manual_seed(0)
     theirs = transformers.T5ForConditionalGeneration(_hf_config(variant))
     theirs.save_pretrained(tmp_path)
     ours = T5ForConditionalGeneration.from_pretrained(tmp_path).train()
     theirs.train()
     batch = _batch()
-    ours(**model_inputs(ours, batch), labels=batch["labels"]).loss.backward()
-    theirs(**batch).loss.backward()
+    if targets == "full":
+        batch["labels"] = batch["labels"].masked_fill(batch["labels"] == -100, 5)
+        batch["decoder_attention_mask"] = torch.ones_like(batch["labels"])
+    ours_out, theirs_out = ours(**model_inputs(ours, batch), labels=batch["labels"]), theirs(**batch)
+    torch.testing.assert_close(ours_out.loss, theirs_out.loss, atol=TOLERANCE, rtol=TOLERANCE)
+    torch.testing.assert_close(ours_out.logits, theirs_out.logits, atol=TOLERANCE, rtol=TOLERANCE)
+    ours_out.loss.backward()
+    theirs_out.loss.backward()
     their_grads = {name: p.grad for name, p in theirs.named_parameters()}
     for name, parameter in ours.named_parameters():
         torch.testing.assert_close(parameter.grad, their_grads[name], atol=TOLERANCE, rtol=TOLERANCE, msg=name)

@@ -93,19 +93,22 @@ class Predictor:
 
 
 def load_for_prediction(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
-    """What `predict` runs: a fine-tuned model (its task file, or a HF head architecture, says
-    how: load_finetuned) or, for a checkpoint without a task file whose family generates
-    text (a pre-trained T5), the generating model (load_generator)."""
-    from bertkit.model.families import family_of
+    """What `predict` runs: a fine-tuned model (its task file, or a task head's name in
+    config.json's `architectures`, says how: load_finetuned) or, for any other checkpoint
+    whose family generates text (a pre-trained T5), the generating model (load_generator)."""
+    from bertkit.model.families import architecture_task_families, family_of, load_config
     from bertkit.tasks.feature_tagger import is_feature_tagger
     from bertkit.tasks.programs import TASK_FILE
 
     directory = Path(directory)
-    if not (directory / TASK_FILE).is_file() and not is_feature_tagger(directory) and family_of(directory).can_generate:
-        from bertkit.inference.generation import load_generator
+    if (directory / TASK_FILE).is_file() or is_feature_tagger(directory) or not family_of(directory).can_generate:
+        return load_finetuned(directory, device)
+    heads = architecture_task_families()
+    if any(name in heads for name in load_config(directory).extra.get("architectures") or []):
+        return load_finetuned(directory, device)
+    from bertkit.inference.generation import load_generator
 
-        return load_generator(directory, device)
-    return load_finetuned(directory, device)
+    return load_generator(directory, device)
 
 
 def predict(model: str | os.PathLike | Predictor, inputs: Any, **options: Any) -> list[dict[str, Any]]:

@@ -146,8 +146,7 @@ class GenerationMixin:
         if seed is not None and generator is None:
             generator = torch.Generator(states.device).manual_seed(seed)
         copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
-        decoder = CachedDecoder(self, _repeat_rows(encoder_outputs, copies),
-                                attention_mask.repeat_interleave(copies, dim=0), settings.use_cache)
+        decoder = CachedDecoder(self, encoder_outputs, attention_mask, settings.use_cache, copies)
         if settings.num_beams > 1:
             return beam_search(decoder, states.shape[0], settings, generator)
         return greedy_or_sample(decoder, states.shape[0] * copies, settings, generator)
@@ -162,11 +161,19 @@ def _repeat_rows(encoder_outputs: Any, copies: int) -> Any:
 
 
 class CachedDecoder:
-    """The decoder run one step at a time over fixed encoder states, carrying the KV cache."""
+    """The decoder run one step at a time over fixed encoder states, carrying the KV cache.
 
-    def __init__(self, model: Any, encoder_outputs: Any, attention_mask: torch.Tensor, use_cache: bool):
-        self.model, self.encoder_outputs, self.attention_mask = model, encoder_outputs, attention_mask
-        self.use_cache = use_cache
+    Each input's hypotheses (beams, returned samples) are `copies` consecutive rows. They
+    all begin with the start token, so with the cache the first step runs once per input
+    and its cache rows are copied: the cross-attention keys and values over the encoder
+    states (the first step's main cost) are computed once per input, not once per beam."""
+
+    def __init__(self, model: Any, encoder_outputs: Any, attention_mask: torch.Tensor, use_cache: bool,
+                 copies: int = 1):
+        self.model, self.use_cache, self.copies = model, use_cache, copies
+        self.encoder_outputs = _repeat_rows(encoder_outputs, copies)
+        self.attention_mask = attention_mask.repeat_interleave(copies, dim=0)
+        self.first_step = (encoder_outputs, attention_mask) if use_cache and copies > 1 else None
         self.past = None
 
     @property
@@ -175,6 +182,13 @@ class CachedDecoder:
 
     def next_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """(N, V) float32 scores of the token after `tokens` (N, L)."""
+        if self.first_step is not None:  # one row per input, then copied (class docstring)
+            (encoder_outputs, attention_mask), self.first_step = self.first_step, None
+            out = self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                             decoder_input_ids=tokens[::self.copies], use_cache=True)
+            self.past = tuple(tuple(t.repeat_interleave(self.copies, dim=0) for t in layer)
+                              for layer in out.past_key_values)
+            return out.logits[:, -1].float().repeat_interleave(self.copies, dim=0)
         new = tokens[:, -1:] if self.past is not None else tokens
         out = self.model(encoder_outputs=self.encoder_outputs, attention_mask=self.attention_mask,
                          decoder_input_ids=new, past_key_values=self.past, use_cache=self.use_cache)
@@ -312,8 +326,10 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
         decoder.reorder((kept_source + row_offsets).view(-1))
         length += 1
         improvable = improvable & _may_improve(running_scores, finished_scores, is_finished, length, settings)
-        all_full = bool(is_finished.all()) and settings.early_stopping is True
-        if not bool(improvable.any()) or all_full or bool(ends.all()):
+        done = ~improvable.any() | ends.all()  # nothing can improve, or every continuation ended
+        if settings.early_stopping is True:
+            done |= is_finished.all()
+        if bool(done):  # the step's one host sync
             break
 
     returned = settings.num_return_sequences

@@ -34,8 +34,9 @@ from torch import nn
 
 from bertkit.errors import ConfigError
 from bertkit.model.generation import GenerationMixin
+from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS
-from bertkit.model.outputs import BertModelOutput, ModelOutput
+from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.t5_layers import (
     LayerCache,
@@ -45,6 +46,7 @@ from bertkit.model.t5_layers import (
     T5LayerNorm,
     T5Stack,
 )
+from bertkit.model.task_heads import problem_type, sequence_classification_loss
 from bertkit.pretrained_config import PretrainedConfig
 
 IGNORE_INDEX = -100
@@ -93,8 +95,10 @@ class T5Config(PretrainedConfig):
     classifier_dropout: float = 0.0
     model_type: str = "t5"
 
-    # what transformers derives from feed_forward_proj (and writes): carried, recomputed here
-    carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {"dense_act_fn", "is_gated_act"}
+    # what transformers derives from feed_forward_proj (and writes): carried, recomputed here;
+    # n_positions / output_past: fields of the published checkpoints' config.json, unused
+    carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {
+        "dense_act_fn", "is_gated_act", "n_positions", "output_past"}
     presets: ClassVar[dict[str, dict[str, Any]]] = T5_PRESETS
 
     def __post_init__(self) -> None:
@@ -331,6 +335,18 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
             decoder_hidden = decoder_hidden * self.config.d_model**-0.5
         return F.linear(decoder_hidden, self.output_embeddings())
 
+    def loss_and_logits(self, decoder_hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """decoder_hidden (B, T, d_model), labels (B, T) all real targets (span corruption's
+        fixed-length ones) -> (mean CE, logits (B, T, V)): the head and the loss fused
+        (bertkit.model.heads.decoder_cross_entropy), the logits' values unchanged."""
+        if self.config.scale_decoder_outputs:
+            decoder_hidden = decoder_hidden * self.config.d_model**-0.5
+        weight = self.output_embeddings()
+        no_bias = weight.new_zeros(weight.shape[0])  # T5's head has none
+        loss, logits = decoder_cross_entropy(decoder_hidden.reshape(-1, decoder_hidden.shape[-1]), weight, no_bias,
+                                             labels.reshape(-1))
+        return loss, logits.view(*labels.shape, -1)
+
     def forward(
         self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
@@ -344,11 +360,12 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
             decoder_input_ids = self.shift_right(labels)
         out = self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
                                      encoder_outputs, past_key_values, use_cache, output_hidden_states)
-        logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
+        if labels is not None and bool((labels != IGNORE_INDEX).all()):
+            loss, logits = self.loss_and_logits(out.last_hidden_state, labels)
+        else:
+            logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
+            loss = None if labels is None else F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
         return Seq2SeqLMOutput(loss=loss, logits=logits, past_key_values=out.past_key_values,
                                decoder_hidden_states=out.decoder_hidden_states,
                                encoder_last_hidden_state=out.encoder_last_hidden_state,
@@ -368,3 +385,64 @@ class T5EncoderModel(T5PreTrainedModel):
                 output_hidden_states: bool = False, return_dict: bool = True) -> BertModelOutput:
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                             output_hidden_states=output_hidden_states)
+
+
+class T5ClassificationHead(nn.Module):
+    """transformers' T5 classification head (`dense`, `out_proj`): (B, d_model) pooled ->
+    dropout -> dense -> tanh -> dropout -> (B, num_labels)."""
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.out_proj = nn.Linear(config.d_model, config.num_labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))
+
+
+class T5EncoderForSequenceClassification(T5PreTrainedModel):
+    """T5's encoder (`transformer`, a T5EncoderModel) with a sequence classification head
+    on the mean of its final states over the real tokens (T5 has no [CLS]): the
+    `classification` task family's head for T5 checkpoints. transformers has no such
+    class (its T5ForSequenceClassification runs the decoder too), so this checkpoint loads
+    in bertkit only; its `transformer.` weights are T5EncoderModel's. Losses as
+    BertForSequenceClassification (by `problem_type`)."""
+
+    base_model_prefix = "transformer"
+    backbone_prefix = "transformer."
+    optional_prefixes = ("classification_head.",)
+
+    def __init__(self, config: T5Config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.transformer = T5EncoderModel(config)
+        self.classification_head = T5ClassificationHead(config)
+        self.init_weights()
+
+    def _init_module(self, module: nn.Module) -> None:
+        if isinstance(module, T5ClassificationHead):  # transformers' init of its T5 head
+            for linear in (module.dense, module.out_proj):
+                nn.init.normal_(linear.weight, 0.0, self.config.initializer_factor * self.config.d_model**-0.5)
+                nn.init.zeros_(linear.bias)
+        elif not isinstance(module, T5EncoderForSequenceClassification):
+            super()._init_module(module)
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, output_hidden_states: bool = False,
+                output_attentions: bool = False, return_dict: bool = True) -> SequenceClassifierOutput:
+        """input_ids, attention_mask (B, S); labels (B,) class ids, (B,) float for regression
+        or (B, K) float for multi-label -> logits (B, num_labels) and the loss."""
+        out = self.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                               output_hidden_states=output_hidden_states)
+        hidden = out.last_hidden_state  # (B, S, d_model)
+        if attention_mask is None:
+            pooled = hidden.mean(dim=1)
+        else:
+            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, S, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        logits = self.classification_head(pooled)  # (B, K)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, None)

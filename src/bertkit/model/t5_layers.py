@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.model.dropout import Dropout
+from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.layers import ACTIVATIONS
 
 # (self_key, self_value, cross_key, cross_value), each (B, heads, length, d_kv)
@@ -131,9 +131,16 @@ class T5Attention(nn.Module):
                 weight = torch.cat([self.k.weight, self.v.weight])
                 key, value = F.linear(key_value_states, weight).split(self.inner_dim, dim=-1)
                 key, value = self._heads(key), self._heads(value)  # (B, heads, S, d_kv)
-        context = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, scale=1.0,
-        )  # (B, heads, Tq, d_kv)
+        if self.training and self.dropout > 0.0 and query.device.type == "cpu":
+            # SDPA would fall back to its math path and draw the mask with bernoulli_: the same
+            # steps here, with bertkit's fast dropout mask
+            scores = query @ key.transpose(-1, -2)  # (B, heads, Tq, Tk), unscaled
+            probs = torch.softmax(scores if mask is None else scores + mask, dim=-1)
+            context = dropout(probs, self.dropout, True) @ value
+        else:
+            context = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, scale=1.0,
+            )  # (B, heads, Tq, d_kv)
         context = context.transpose(1, 2).reshape(hidden_states.shape[0], hidden_states.shape[1], self.inner_dim)
         return self.o(context), (key, value)
 
@@ -267,7 +274,7 @@ class T5Stack(nn.Module):
             keys = torch.arange(key_length, device=device)
             queries = torch.arange(past_length, key_length, device=device)
             keep = (keys[None, :] <= queries[:, None])[None, None]  # (1, 1, Tq, Tk)
-        if attention_mask is not None:
+        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: the bias broadcasts
             if attention_mask.shape[-1] == query_length and past_length:  # mask of the new positions only
                 attention_mask = F.pad(attention_mask, (past_length, 0), value=1)
             padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
