@@ -231,3 +231,19 @@ def test_save_pretrained_round_trip(trained, tmp_path, layout):
     assert copy.get_sentinel_token_ids() == tok.get_sentinel_token_ids()
     for side in (copy, theirs):
         assert side(TEXTS, PAIRS, padding=True)["input_ids"] == tok(TEXTS, PAIRS, padding=True)["input_ids"]
+
+
+def test_morphemes_are_split_when_encoding_too(tmp_path):
+    pytest.importorskip("kiwipiepy")
+    out = train(tmp_path, "kiwi", vocab_size=900, text=TextOptions(morphemes="kiwi"))
+    assert json.loads((out / "tokenizer_config.json").read_text())["pretokenize_morphemes"] == "kiwi"
+    tok = Tokenizer.from_pretrained(out)
+    encoded = tok("진짜 짜증나네요", return_offsets_mapping=True)
+    assert encoded["offset_mapping"][-3][1] <= len("진짜 짜증나네요")  # offsets point into the text as given
+    assert tok.tokenize("짜증나네요") != Tokenizer.from_pretrained(out, pretokenize_morphemes=None).tokenize("짜증나네요")
+
+
+def test_bert_text_options_are_refused():
+    for text in (TextOptions(strip_accents=True), TextOptions(tokenize_chinese_chars=True), TextOptions(keep_hangul=False)):
+        with pytest.raises(ConfigError, match="does not apply to unigram"):
+            TrainOptions(algorithm="unigram", text=text)
