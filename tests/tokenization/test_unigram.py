@@ -71,6 +71,15 @@ def test_trained_tokenizer_matches_transformers(trained, layout):
             a = ours(TEXTS, pairs, return_offsets_mapping=True, **kwargs)
             b = theirs(TEXTS, pairs, return_offsets_mapping=True, return_token_type_ids=True, **kwargs)
             assert as_lists(a) == as_lists({k: b[k] for k in a}), (layout, kwargs, pairs)
+    # SQuAD-style windows: only_second with stride and overflow rows, padded (XLNet: on the left)
+    windows = dict(truncation="only_second", max_length=20, stride=4, return_overflowing_tokens=True)
+    questions, contexts = ["짜증나네요?", "Who?"], [TEXTS[0] * 3, TEXTS[1] + " " + PAIRS[0]]
+    a = ours(questions, contexts, padding="max_length", return_offsets_mapping=True, **windows)
+    b = theirs(questions, contexts, padding="max_length", return_offsets_mapping=True, return_token_type_ids=True, **windows)
+    assert len(a["input_ids"]) > 2 and a["overflow_to_sample_mapping"] == b["overflow_to_sample_mapping"]
+    fields = ("input_ids", "token_type_ids", "attention_mask", "offset_mapping")
+    assert as_lists({k: a[k] for k in fields}) == as_lists({k: b[k] for k in fields}), layout
+    assert [a.sequence_ids(i) for i in range(len(a["input_ids"]))] == [b.sequence_ids(i) for i in range(len(b["input_ids"]))]
     tensors = ours(TEXTS, PAIRS, padding=True, return_tensors="np")
     assert (tensors["input_ids"] == ours(TEXTS, PAIRS, padding=True)["input_ids"]).all()
     assert ours.decode(ours.encode(TEXTS[0])) == theirs.decode(theirs.encode(TEXTS[0]), skip_special_tokens=True)
