@@ -21,6 +21,7 @@ down). `vocab_size` counts every id: specials, learned pieces and sentinels.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -161,7 +162,9 @@ def train_unigram(
     return tokenizer
 
 
-def unigram_config(layout: UnigramLayout, lowercase: bool, sentinels: int, extra: tuple[str, ...]) -> dict:
+def unigram_config(
+    layout: UnigramLayout, lowercase: bool, sentinels: int, extra: tuple[str, ...], morphemes: str | None = None
+) -> dict:
     """tokenizer_config.json keys for a trained Unigram tokenizer (bertkit's training record aside).
 
     `tokenizer_class` is PreTrainedTokenizerFast: transformers 5's XLNet/T5/ALBERT classes
@@ -183,6 +186,8 @@ def unigram_config(layout: UnigramLayout, lowercase: bool, sentinels: int, extra
     }
     if sentinels:
         config["extra_ids"] = sentinels
+    if morphemes:  # bertkit splits morphemes before encoding, as in training (transformers cannot)
+        config["pretokenize_morphemes"] = morphemes
     return config
 
 
@@ -194,17 +199,26 @@ def deterministic_scores(pieces: list[tuple[str, float]]) -> list[tuple[str, flo
     the best of their run count as one score (rounded to `SCORE_DIGITS`), and tied pieces
     are ordered by their text. The characters the trainer adds so that every character
     stays spellable get scores min, min + 1e-4, min + 2e-4, ... (min: the lowest learned
-    score) in hash-set order: here they get those scores in the order of their text.
+    score, which rare learned characters share) in hash-set order: here those characters
+    and the learned ones at min get the same scores in the order of their text.
     """
     low = min(score for _, score in pieces)
-
-    def added_char(piece: str, score: float) -> bool:
+    on_grid: dict[int, list[int]] = {}  # k -> indices of single characters scored low + k * step
+    for index, (piece, score) in enumerate(pieces):
         steps = (score - low) / CHAR_PENALTY_STEP
-        return len(piece) == 1 and abs(steps - round(steps)) * CHAR_PENALTY_STEP < 1e-9
-
-    added = [(p, s) for p, s in pieces if added_char(p, s)]
-    rescored = zip(sorted(p for p, _ in added), sorted((s for _, s in added), reverse=True), strict=True)
-    pieces = [(p, s) for p, s in pieces if not added_char(p, s)] + list(rescored)
+        if len(piece) == 1 and abs(steps - round(steps)) * CHAR_PENALTY_STEP < 1e-9:
+            on_grid.setdefault(round(steps), []).append(index)
+    # the run k = 1, 2, ... one character each (a learned character elsewhere on the grid is
+    # not in it), and every character at k = 0, where the first added one ties with learned ones
+    added, k = list(on_grid.get(0, [])), 1
+    while len(on_grid.get(k, ())) == 1:
+        added += on_grid[k]
+        k += 1
+    chars = sorted(pieces[i][0] for i in added)
+    scores = sorted((pieces[i][1] for i in added), reverse=True)
+    pieces = list(pieces)
+    for index, char, score in zip(sorted(added, key=lambda i: -pieces[i][1]), chars, scores, strict=True):
+        pieces[index] = (char, score)
     ranked = sorted(pieces, key=lambda item: -item[1])
     result: list[tuple[str, float]] = []
     group: list[str] = []
@@ -221,6 +235,4 @@ def deterministic_scores(pieces: list[tuple[str, float]]) -> list[tuple[str, flo
 
 
 def _model_vocab(tokenizer: Tokenizer) -> list[tuple[str, float]]:
-    import json
-
     return [(piece, score) for piece, score in json.loads(tokenizer.to_str())["model"]["vocab"]]
