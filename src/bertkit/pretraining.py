@@ -163,7 +163,7 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
                                f"max_position_embeddings {limit}")
         fresh = fresh_keys(model)
     else:
-        model_config = objective_cls.model_config(config.preset, info, config.model, **options)
+        model_config = objective_cls.model_config(config.preset, train, config.model, **options)
         model = objective_cls.build_model(model_config, **options)
     objective = objective_cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)
     notes = []
@@ -220,7 +220,7 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
                  "steps": result.step, "global batch": config.batch_size,
                  "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.accumulation} x {trainer.ctx.world_size}",
                  "lr (peak), warm-up": f"{config.lr:g}, {config.describe_warmup()}",
-                 "masking": f"{config.masking}, {config.mlm_probability:.0%}", "seed": config.seed,
+                 "masking": objective.describe_masking(config), "seed": config.seed,
                  "held-out masks": objective.describe_eval_masks(),
                  "skipped non-finite steps": result.skipped_steps}),
         ("Data", {"directory": config.data, "instances": train.info.num_instances, "tokens": train.info.num_tokens,

@@ -260,3 +260,14 @@ def test_ignore_index_matches_the_model():
     from bertkit.model.bert import IGNORE_INDEX as MODEL_IGNORE_INDEX
 
     assert IGNORE_INDEX == MODEL_IGNORE_INDEX
+
+
+def test_packed_sequences_without_a_classification_token():
+    """A tokenizer without [CLS] (T5's): `s1 s2 ... </s>`, one more text token per sequence, the same text."""
+    docs = synthetic_corpus(60, seed=3, min_sentences=1)
+    with_cls = list(packed_instances(docs, MAX_LEN, CLS, SEP))
+    without = list(packed_instances(docs, MAX_LEN, None, SEP))
+    assert all(ids[-1] == SEP and CLS not in ids and len(ids) <= MAX_LEN for ids, _, _ in without)
+    assert max(len(ids) for ids, _, _ in without) == MAX_LEN
+    text = [t for ids, _, _ in with_cls for t in ids[1:-1] if t != SEP]
+    assert [t for ids, _, _ in without for t in ids[:-1] if t != SEP] == text

@@ -68,9 +68,10 @@ def tiny_fields(config_class) -> dict[str, str]:
     return TINY_FIELDS if "hidden_size" in {f.name for f in dataclasses.fields(config_class)} else TINY_XLNET_FIELDS
 
 
-def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | None = None):
+def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | None = None, preset: str = "tiny"):
     """Objective `name` of a tiny run with `seed` (and `--set` `fields`) on `data`, constructed as a
-    pre-training run does, with weights that do not depend on `seed`."""
+    pre-training run does, with weights that do not depend on `seed`. The BERT preset "tiny" is
+    shrunk further (TINY_FIELDS); another family's preset is taken as it is."""
     import torch
 
     from bertkit.data.dataset import PretrainingDataset
@@ -78,11 +79,10 @@ def make_objective(name: str, data: Path, seed: int, fields: dict[str, str] | No
     from bertkit.pretraining import build_config
 
     cls = get_objective(name)
-    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": "tiny",
-                           "seed": seed}, {**tiny_fields(cls.config_class), **(fields or {})})
+    config = build_config({"data": str(data), "output_dir": "unused", "objective": name, "preset": preset,
+                           "seed": seed}, {**(tiny_fields(cls.config_class) if preset == "tiny" else {}), **(fields or {})})
     train, eval_data = PretrainingDataset.open(data, "train"), PretrainingDataset.open(data, "eval")
-    info = train.info
     options = cls.run_options(config)
     torch.manual_seed(0)
-    model = cls.build_model(cls.model_config(config.preset, info, config.model, **options), **options)
+    model = cls.build_model(cls.model_config(config.preset, train, config.model, **options), **options)
     return cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)

@@ -71,6 +71,15 @@ def test_trained_tokenizer_matches_transformers(trained, layout):
             a = ours(TEXTS, pairs, return_offsets_mapping=True, **kwargs)
             b = theirs(TEXTS, pairs, return_offsets_mapping=True, return_token_type_ids=True, **kwargs)
             assert as_lists(a) == as_lists({k: b[k] for k in a}), (layout, kwargs, pairs)
+    # SQuAD-style windows: only_second with stride and overflow rows, padded (XLNet: on the left)
+    windows = dict(truncation="only_second", max_length=20, stride=4, return_overflowing_tokens=True)
+    questions, contexts = ["짜증나네요?", "Who?"], [TEXTS[0] * 3, TEXTS[1] + " " + PAIRS[0]]
+    a = ours(questions, contexts, padding="max_length", return_offsets_mapping=True, **windows)
+    b = theirs(questions, contexts, padding="max_length", return_offsets_mapping=True, return_token_type_ids=True, **windows)
+    assert len(a["input_ids"]) > 2 and a["overflow_to_sample_mapping"] == b["overflow_to_sample_mapping"]
+    fields = ("input_ids", "token_type_ids", "attention_mask", "offset_mapping")
+    assert as_lists({k: a[k] for k in fields}) == as_lists({k: b[k] for k in fields}), layout
+    assert [a.sequence_ids(i) for i in range(len(a["input_ids"]))] == [b.sequence_ids(i) for i in range(len(b["input_ids"]))]
     tensors = ours(TEXTS, PAIRS, padding=True, return_tensors="np")
     assert (tensors["input_ids"] == ours(TEXTS, PAIRS, padding=True)["input_ids"]).all()
     assert ours.decode(ours.encode(TEXTS[0])) == theirs.decode(theirs.encode(TEXTS[0]), skip_special_tokens=True)
@@ -231,3 +240,19 @@ def test_save_pretrained_round_trip(trained, tmp_path, layout):
     assert copy.get_sentinel_token_ids() == tok.get_sentinel_token_ids()
     for side in (copy, theirs):
         assert side(TEXTS, PAIRS, padding=True)["input_ids"] == tok(TEXTS, PAIRS, padding=True)["input_ids"]
+
+
+def test_morphemes_are_split_when_encoding_too(tmp_path):
+    pytest.importorskip("kiwipiepy")
+    out = train(tmp_path, "kiwi", vocab_size=900, text=TextOptions(morphemes="kiwi"))
+    assert json.loads((out / "tokenizer_config.json").read_text())["pretokenize_morphemes"] == "kiwi"
+    tok = Tokenizer.from_pretrained(out)
+    encoded = tok("진짜 짜증나네요", return_offsets_mapping=True)
+    assert encoded["offset_mapping"][-3][1] <= len("진짜 짜증나네요")  # offsets point into the text as given
+    assert tok.tokenize("짜증나네요") != Tokenizer.from_pretrained(out, pretokenize_morphemes=None).tokenize("짜증나네요")
+
+
+def test_bert_text_options_are_refused():
+    for text in (TextOptions(strip_accents=True), TextOptions(tokenize_chinese_chars=True), TextOptions(keep_hangul=False)):
+        with pytest.raises(ConfigError, match="does not apply to unigram"):
+            TrainOptions(algorithm="unigram", text=text)

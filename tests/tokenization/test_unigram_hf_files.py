@@ -101,6 +101,19 @@ def test_directories_written_by_transformers(tmp_path, pieces, family):
         assert ours.get_sentinel_token_ids()[0] == len(ours) - 1
 
 
+def test_xlnet_checkpoint_without_tokenizer_class_pads_left(tmp_path, pieces):
+    """Older hub XLNet checkpoints name no tokenizer class; AutoTokenizer goes by config.json."""
+    directory = saved_by_transformers(tmp_path, "xlnet", pieces)
+    config_path = directory / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    del config["tokenizer_class"]
+    config_path.write_text(json.dumps(config))
+    (directory / "config.json").write_text(json.dumps({"model_type": "xlnet"}))
+    ours, theirs = Tokenizer.from_pretrained(directory), AutoTokenizer.from_pretrained(directory)
+    assert type(theirs).__name__ == "XLNetTokenizer"
+    compare(ours, theirs, "xlnet without tokenizer_class")
+
+
 def converter_style_file(family: str, pieces) -> tuple[RustTokenizer, dict]:
     """tokenizer.json as transformers 4's XLNet/ALBERT/T5 converters laid it out, and the roles."""
     if family == "xlnet":

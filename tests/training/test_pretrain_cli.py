@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from _sigkill import kill_after_checkpoint
 from safetensors.torch import load_file
 
 from bertkit.cli import main
@@ -90,16 +89,7 @@ def test_sigkill_then_resume_ends_bit_identical(data_dir, tmp_path):
     assert main(pretrain_args(data_dir, reference, *steps)) == 0
 
     killed = tmp_path / "killed"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "bertkit", *pretrain_args(data_dir, killed, *steps)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not (killed / "checkpoint-0000010" / "training_state.pt").exists():
-        assert proc.poll() is None and time.time() < deadline, "the run ended before it could be killed"
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL
-    assert not (killed / "final").exists()
+    kill_after_checkpoint(pretrain_args(data_dir, killed, *steps), killed, "checkpoint-0000010")
     assert main(pretrain_args(data_dir, killed, *steps, "--resume")) == 0
     ref, resumed = _weights(reference / "final"), _weights(killed / "final")
     assert ref.keys() == resumed.keys()

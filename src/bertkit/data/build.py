@@ -170,7 +170,8 @@ def build_dataset(
         raise BertkitError("no corpus files given")
     paths = [check_readable(f) for f in files]
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
-    _check_special_tokens(tokenizer, tokenizer_dir)
+    _check_special_tokens(tokenizer, tokenizer_dir, get_format(options.instance_format).needs_tokens,
+                          options.masking == "static")
     output = Path(output_dir)
     if output.exists() and not output.is_dir():
         raise BertkitError(f"{output}: exists and is not a directory")
@@ -387,12 +388,14 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise ConfigError(f"{name}={value!r} must be an integer >= {minimum}")
 
 
-def _check_special_tokens(tokenizer: Any, tokenizer_dir: Any) -> None:
-    for role in ("cls", "sep", "pad", "mask"):
+def _check_special_tokens(tokenizer: Any, tokenizer_dir: Any, format_roles: tuple[str, ...], static: bool) -> None:
+    """The roles the format inserts, pad, and mask when masking here (dynamic: the objective that masks checks)."""
+    needed = (*format_roles, "pad", *(("mask",) if static else ()))
+    for role in needed:
         if getattr(tokenizer, f"{role}_token_id") is None:
             raise BertkitError(
-                f"{tokenizer_dir}: the tokenizer has no {role} token; pre-training data needs "
-                f"cls, sep, pad and mask tokens (set {role}_token in tokenizer_config.json)"
+                f"{tokenizer_dir}: the tokenizer has no {role} token; this build needs "
+                f"{', '.join(needed)} tokens (set {role}_token in tokenizer_config.json)"
             )
 
 

@@ -221,6 +221,17 @@ class PretrainingDataset:
             item["labels"] = np.array(arrays.labels[lo:hi], dtype=np.int64)  # (T,)
         return item
 
+    def text_lengths(self, drop_ids: np.ndarray) -> np.ndarray:
+        """(N,) int64: per instance, its tokens that are not in `drop_ids` (e.g. the specials a format added)."""
+        lengths = []
+        for shard in range(len(self._shard_dirs)):
+            arrays = self._arrays(shard)
+            kept = np.zeros(len(arrays.input_ids) + 1, dtype=np.int64)  # kept[t]: kept tokens before position t
+            np.cumsum(~np.isin(arrays.input_ids, drop_ids), out=kept[1:])
+            offsets = np.asarray(arrays.offsets, dtype=np.int64)
+            lengths.append(kept[offsets[1:]] - kept[offsets[:-1]])
+        return np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+
     def _arrays(self, shard: int) -> ShardArrays:
         arrays = self._open.get(shard)
         if arrays is None:

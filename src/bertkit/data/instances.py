@@ -139,9 +139,12 @@ def sop_instances(
             yield _pair_instance(tokens_a, tokens_b, max_tokens, rng, cls_id, sep_id, SWAPPED if swapped else IN_ORDER)
 
 
-def packed_instances(documents: Sequence[Document], max_seq_length: int, cls_id: int, sep_id: int) -> Iterator[Instance]:
-    """RoBERTa FULL-SENTENCES sequences `[CLS] s1 s2 ... [SEP]` over `documents` in order."""
-    room = max_seq_length - 2
+def packed_instances(documents: Sequence[Document], max_seq_length: int, cls_id: int | None,
+                     sep_id: int) -> Iterator[Instance]:
+    """RoBERTa FULL-SENTENCES sequences `[CLS] s1 s2 ... [SEP]` over `documents` in order, a
+    document break marked by [SEP]; without a `cls_id` (T5's tokenizer) `s1 s2 ... </s>`."""
+    head = [] if cls_id is None else [cls_id]
+    room = max_seq_length - len(head) - 1
     current: list[int] = []
     for document in documents:
         new_document = True
@@ -155,13 +158,13 @@ def packed_instances(documents: Sequence[Document], max_seq_length: int, cls_id:
                 current += sentence
                 continue
             if current:
-                yield [cls_id, *current, sep_id], 0, IGNORE_INDEX
+                yield [*head, *current, sep_id], 0, IGNORE_INDEX
             current = list(sentence)
             while len(current) > room:  # a sentence longer than a whole sequence
-                yield [cls_id, *current[:room], sep_id], 0, IGNORE_INDEX
+                yield [*head, *current[:room], sep_id], 0, IGNORE_INDEX
                 current = current[room:]
     if current:
-        yield [cls_id, *current, sep_id], 0, IGNORE_INDEX
+        yield [*head, *current, sep_id], 0, IGNORE_INDEX
 
 
 def truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> tuple[list[int], list[int]]:

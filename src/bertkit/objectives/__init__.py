@@ -23,6 +23,7 @@ OBJECTIVES = {
     "electra": "bertkit.objectives.electra:ElectraObjective",
     "albert": "bertkit.objectives.albert:AlbertObjective",
     "xlnet": "bertkit.objectives.xlnet:XLNetObjective",
+    "t5": "bertkit.objectives.t5:T5Objective",
 }
 
 

@@ -75,11 +75,13 @@ class PretrainingObjective(TrainingProgram):
         return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
 
     @classmethod
-    def model_config(cls, preset: str, info: Any, overrides: dict[str, Any],
-                     settings: ObjectiveSettings | None = None) -> BertConfig:
-        """The `config_class` of a fresh run: the named size for the data's tokenizer and
-        length (`info`: its DatasetInfo), `overrides` (config fields) applied. A family
-        without a position table (XLNet) or with options of its own overrides this."""
+    def model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any],
+                     settings: ObjectiveSettings | None = None) -> PretrainedConfig:
+        """The `config_class` config of a fresh run: the named `preset` sized for `data`'s
+        tokenizer (vocabulary, pad id) and length, `overrides` (the run's `model` fields) on
+        top. A family without a position table (XLNet), with options of its own, or whose
+        model needs more of the tokenizer (T5's EOS) overrides this."""
+        info = data.info
         return preset_config(preset, info.vocab_size, info.max_seq_length, info.pad_token_id, overrides,
                              config_class=cls.config_class)
 
@@ -135,9 +137,10 @@ class PretrainingObjective(TrainingProgram):
     def evaluate(self, model: nn.Module, ctx: DistContext, batch_size: int, max_batches: int | None) -> dict[str, float]:
         """Held-out metrics on masks drawn from `eval_seed` (the same at every evaluation and in
         every run that shares it), each rank taking every world_size-th batch."""
-        if self.eval_data is None or len(self.eval_data) == 0:
+        num_examples = self.num_eval_examples()
+        if num_examples == 0:
             return {}
-        starts = list(range(0, len(self.eval_data), batch_size))
+        starts = list(range(0, num_examples, batch_size))
         if max_batches is not None:
             starts = starts[:max_batches]
         stats: dict[str, float] = {}
@@ -148,7 +151,7 @@ class PretrainingObjective(TrainingProgram):
         for round_index in range(rounds):
             position = round_index * ctx.world_size + ctx.rank
             start = starts[min(position, len(starts) - 1)]
-            indices = range(start, min(start + batch_size, len(self.eval_data)))
+            indices = range(start, min(start + batch_size, num_examples))
             batch = self.collate([self.eval_example(i) for i in indices])
             batch = {k: v.to(device) for k, v in batch.items()}
             _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
@@ -157,6 +160,11 @@ class PretrainingObjective(TrainingProgram):
                     stats[key] = stats.get(key, 0.0) + value
         return self.summarize(all_reduce_sum(stats, ctx))
 
+    def num_eval_examples(self) -> int:
+        """Held-out examples (0 without a held-out split); an objective that cuts its own examples
+        from the data (T5's raw chunks) counts those."""
+        return 0 if self.eval_data is None else len(self.eval_data)
+
     def eval_example(self, index: int) -> dict[str, Any]:
         """Held-out example `index` as every evaluation scores it: masked from `eval_seed`, so the
         same in every run that shares it (NSP / SOP labels were fixed when the data were built)."""
@@ -164,6 +172,10 @@ class PretrainingObjective(TrainingProgram):
 
     def evaluation_details(self) -> dict[str, Any]:
         return {"eval_seed": self.eval_seed}
+
+    def describe_masking(self, run_config: Any) -> str:
+        """How training examples are masked or corrupted, for a run's report."""
+        return f"{run_config.masking}, {run_config.mlm_probability:.0%}"
 
     def describe_eval_masks(self) -> str:
         """Where the held-out masks come from, for a run's report."""

@@ -163,11 +163,11 @@ class XLNetObjective(PretrainingObjective):
 
     # ---- model ------------------------------------------------------------------------------
     @classmethod
-    def model_config(cls, preset: str, info: DatasetInfo, overrides: dict[str, Any],
+    def model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any],
                      settings: XLNetSettings | None = None) -> XLNetConfig:
         """A named size for the data's tokenizer: relative positions need no length; the
         memory and bi_data follow the settings."""
-        settings = settings or XLNetSettings()
+        settings, info = settings or XLNetSettings(), data.info
         values = {"vocab_size": info.vocab_size, "pad_token_id": info.pad_token_id, "bi_data": settings.bi_data,
                   "mem_len": settings.mem_len or None}
         return XLNetConfig.from_preset(preset, **{**values, **overrides})

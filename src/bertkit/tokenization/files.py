@@ -35,8 +35,10 @@ SPECIAL_CANDIDATES = {
     "eos_token": ("</s>",),
 }
 PADDING_SIDES = ("right", "left")
-# transformers classes that pad on the left by a class attribute (their configs do not say)
+# transformers classes that pad on the left by a class attribute (their configs do not say),
+# and the model types whose tokenizer AutoTokenizer picks by config.json when no class is named
 LEFT_PADDING_CLASSES = ("XLNetTokenizer", "XLNetTokenizerFast")
+LEFT_PADDING_MODEL_TYPES = ("xlnet",)
 MORPHEME_SPLITTERS = (None, "kiwi")
 _MAX_LENGTH_CAP = 2**31 - 1  # HF writes ~1e30 for "no limit"; the Rust side needs a usize
 

@@ -50,6 +50,7 @@ from bertkit.tokenization.decoding import default_decoder
 from bertkit.tokenization.encoding import BatchEncoding, Padding, assemble, pad_encoded, unbatch
 from bertkit.tokenization.files import (
     CONFIG_FILE,
+    LEFT_PADDING_MODEL_TYPES,
     PADDING_SIDES,
     SPECIAL_CANDIDATES,
     SPECIAL_ROLES,
@@ -184,6 +185,8 @@ class Tokenizer:
             raw.update({k: v for k, v in read_json(specials_path).items() if k in SPECIAL_ROLES})
         if config_path.is_file():
             raw.update(read_json(config_path))
+        if "tokenizer_class" not in raw and _model_type(directory) in LEFT_PADDING_MODEL_TYPES:
+            raw.setdefault("padding_side", "left")  # AutoTokenizer would pick XLNet's class by config.json
         config = TokenizerConfig.from_dict(raw, str(config_path)).with_options(options)
         has_config = config_path.is_file() or bool(options)
 
@@ -733,6 +736,18 @@ def _as_id_list(ids: Any, name: str) -> list[int]:
     if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise BertkitError(f"{name} must be a flat list of int token ids (or a 1-D array/tensor)")
     return list(ids)
+
+
+def _model_type(directory: Path) -> str | None:
+    """config.json's model_type next to the tokenizer files (a model checkpoint), if readable."""
+    path = directory / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None  # a model config is not the tokenizer's business: its loader reports problems
+    return value if isinstance(value, str) else None
 
 
 def _is_special(backend: RustTokenizer, token: str) -> bool:

@@ -35,6 +35,7 @@ SPECIALS = 3  # <sep>, <sep>, <cls>
 class XLNetFormat(InstanceFormat):
     name = "xlnet"
     help = "XLNet pairs A <sep> B <sep> <cls>, B the continuation or random (50/50)"
+    needs_tokens = ("cls", "sep", "mask")  # <mask>: XLNet's vocabulary carries it, as the original's data does
 
     def make(self, documents, recipe, rng, cls_id, sep_id, random_documents=None):
         pool = Stream(random_documents if random_documents is not None else documents)

@@ -155,6 +155,16 @@ class TrainOptions:
             resolve_layout(self.layout, self.sentinels)  # checks the name
             if self.limit_alphabet is not None:
                 raise ConfigError("limit_alphabet does not apply to unigram (the trainer keeps every character)")
+            text = self.text
+            for name, flag, unset in (
+                ("strip_accents", "--strip-accents", text.strip_accents is None),
+                ("tokenize_chinese_chars", "--cjk-split", text.tokenize_chinese_chars is None),
+                ("keep_hangul", "--decompose-hangul", text.keep_hangul),
+            ):
+                if not unset:
+                    raise ConfigError(
+                        f"text.{name} ({flag}) does not apply to unigram (its text pipeline: NFKC, then case)"
+                    )
         elif self.layout is not None or self.sentinels:
             raise ConfigError(f"layout and sentinels apply only to algorithm='unigram', not {self.algorithm!r}")
         if not self.text_field:

@@ -52,6 +52,7 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
             options.text.lowercase,
             options.sentinels,
             options.special_tokens.extra,
+            options.text.morphemes,
         )
         config.update(model_max_length=options.model_max_length, bertkit_training=training_record(options, files))
         write("tokenizer_config.json", json.dumps(config, indent=2, ensure_ascii=False) + "\n")

@@ -162,7 +162,9 @@ def train_unigram(
     return tokenizer
 
 
-def unigram_config(layout: UnigramLayout, lowercase: bool, sentinels: int, extra: tuple[str, ...]) -> dict:
+def unigram_config(
+    layout: UnigramLayout, lowercase: bool, sentinels: int, extra: tuple[str, ...], morphemes: str | None = None
+) -> dict:
     """tokenizer_config.json keys for a trained Unigram tokenizer (bertkit's training record aside).
 
     `tokenizer_class` is PreTrainedTokenizerFast: transformers 5's XLNet/T5/ALBERT classes
@@ -184,6 +186,8 @@ def unigram_config(layout: UnigramLayout, lowercase: bool, sentinels: int, extra
     }
     if sentinels:
         config["extra_ids"] = sentinels
+    if morphemes:  # bertkit splits morphemes before encoding, as in training (transformers cannot)
+        config["pretokenize_morphemes"] = morphemes
     return config
 
 
