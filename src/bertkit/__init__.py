@@ -36,6 +36,10 @@ _EXPORTS = {
     "Predictor": "bertkit.inference.prediction",
     "evaluate": "bertkit.inference.evaluation",
     "BertkitError": "bertkit.errors",
+    "T5Config": "bertkit.model.t5",
+    "T5Model": "bertkit.model.t5",
+    "T5ForConditionalGeneration": "bertkit.model.t5",
+    "T5EncoderModel": "bertkit.model.t5",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

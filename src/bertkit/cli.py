@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "bertkit.commands.finetune",
     "bertkit.commands.predict",
     "bertkit.commands.pretrain",
+    "bertkit.commands.serve",
     "bertkit.commands.tokenizer",
 ]
 
