@@ -176,7 +176,10 @@ def _assemble(
     return _batch(data, list(encodings), widths, padding)
 
 
-def _batch(data: dict[str, Any], encodings: list[Encoding] | None, widths: list[int], padding: Padding | None):
+def _batch(
+    data: dict[str, Any], encodings: list[Encoding] | None, widths: list[int], padding: Padding | None
+) -> BatchEncoding:
+    """The BatchEncoding of padded `data`, remembering the pad token and side for tokens(i) & co."""
     if padding is None:
         return BatchEncoding(data, encodings, widths)
     return BatchEncoding(data, encodings, widths, padding.pad_token, padding.side == "left")
