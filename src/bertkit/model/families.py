@@ -1,4 +1,4 @@
-"""Model families (BERT, RoBERTa, ELECTRA, ALBERT): one registry entry each, declaring
+"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, XLNet): one registry entry each, declaring
 what the family can do.
 
 Callers never name a model class or compare model types: they read config.json's
@@ -146,7 +146,8 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
-    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel", "transformer", {
+    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel",
+                         "transformer", {
         "classification": "bertkit.model.xlnet:XLNetForSequenceClassification",
         "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
         "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",

@@ -337,7 +337,9 @@ class XLNetSequenceSummary(ElectraSequenceSummary):
         summary = hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last]  # (B, H)
         return self.last_dropout(self.activation(self.summary(summary)))
 
-    def read_positions(self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor | None:
+    def read_positions(
+        self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None
+    ) -> torch.Tensor | None:
         """(B,) the position `forward` will read, for XLNetModel's `read_positions` (None: all)."""
         if self.summary_type != "last" or input_ids is None:
             return None
