@@ -81,6 +81,9 @@ class ModelFamily:
     mlm: MaskedLM | None = None
     input_names: tuple[str, ...] = ("input_ids", "attention_mask")
     can_generate: bool = False
+    # task distillation's student is the teacher's config with fewer `num_hidden_layers`,
+    # its layers copied from `encoder.layer.N` (BERT-shaped encoders)
+    distillable: bool = True
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -152,7 +155,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
         "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",
         "qa": "bertkit.model.xlnet:XLNetForQuestionAnsweringSimple",
-    }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping")),
+    }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
 }
 
 
