@@ -157,3 +157,17 @@ def test_embed_pools_at_cls_and_keeps_real_tokens_with_left_padding(xlnet_dir):
     tokens = bertkit.embed(texts, model=xlnet_dir, pooling="none", normalize=False)
     for row, real in enumerate(enc["attention_mask"].bool()):
         np.testing.assert_allclose(tokens[row], hidden[row][real].numpy(), atol=1e-5, rtol=1e-5)
+
+
+def test_distillation_refuses_an_xlnet_teacher_in_one_line(xlnet_dir):
+    """Task distillation builds its student by copying BERT-shaped layers: XLNet is refused
+    up front (the registry's `distillable`), and general distillation's hint does not offer it."""
+    from bertkit.distillation.teacher import check_general_teacher, check_task_teacher
+    from bertkit.errors import BertkitError
+
+    with pytest.raises(BertkitError, match=r"task distillation takes teachers of model_type bert, .*got 'xlnet'"):
+        check_task_teacher(xlnet_dir)
+    with pytest.raises(BertkitError) as error:
+        check_general_teacher(xlnet_dir)
+    assert "got 'xlnet'" in str(error.value) and "electra teachers" in str(error.value)
+    assert "xlnet teachers" not in str(error.value) and "\n" not in str(error.value)

@@ -417,3 +417,17 @@ def test_sequence_heads_run_the_last_layer_at_cls_only(unpad):
     torch.testing.assert_close(sparse.logits, full.logits, atol=TOLERANCE, rtol=TOLERANCE)
     assert states[:, :8].abs().max() == 0
     torch.testing.assert_close(states[:, 8], full.hidden_states[-1][:, 8], atol=TOLERANCE, rtol=TOLERANCE)
+
+
+@pytest.mark.parametrize("cls", CLASSES[2:], ids=[c.__name__ for c in CLASSES[2:]])
+def test_task_heads_train_every_trainable_parameter(cls):
+    """Every parameter that requires a gradient gets one from the task loss (DDP's rule);
+    the query stream's mask_emb is frozen under a task head and still saved."""
+    model = cls(XLNetConfig.from_preset("tiny", vocab_size=VOCAB)).train()
+    choices = 2 if cls is XLNetForMultipleChoice else None
+    ids, types, mask = _batch(choices)
+    labels = _unlabel_padding(_labels_for(cls, 3, 9, None), mask)
+    model(input_ids=ids, token_type_ids=types, attention_mask=mask, **labels).loss.backward()
+    untouched = [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert untouched == [] and not model.transformer.mask_emb.requires_grad
+    assert "transformer.mask_emb" in model.state_dict()

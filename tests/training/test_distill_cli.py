@@ -215,7 +215,7 @@ def test_non_bert_teacher_is_refused_in_one_line(family, setup, tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
     assert err == (f"bertkit: error: {teacher}: general distillation takes a teacher of model_type 'bert', got "
-                   f"'{family}'; task distillation (--task) takes {', '.join(MODEL_FAMILIES)} teachers fine-tuned "
+                   f"'{family}'; task distillation (--task) takes {', '.join(n for n, f in MODEL_FAMILIES.items() if f.distillable)} teachers fine-tuned "
                    "on the task")
     assert not out.exists()
 

@@ -22,7 +22,7 @@ from bertkit.distillation.student import (
     student_config,
     student_layer_sources,
 )
-from bertkit.distillation.teacher import load_teacher
+from bertkit.distillation.teacher import check_task_teacher, load_teacher
 from bertkit.distillation.teacher_cache import load_teacher_logits, save_teacher_logits, task_cache_path
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.bert import IGNORE_INDEX
@@ -231,6 +231,7 @@ def distill_task(config: TaskDistillConfig, *, overwrite: bool = False, notify=N
     if found and not overwrite:
         raise BertkitError(f"{output_dir}: already holds a run ({found[0]}); pass --overwrite to replace it "
                            "or choose another --output-dir")
+    check_task_teacher(config.teacher)
     prepared = _prepare_against_teacher(config)
     model_cls = prepared.program_cls.model_class(prepared.base_config)
     check_teacher_head(config, prepared, model_cls)

@@ -19,10 +19,25 @@ def check_general_teacher(directory: str | Path) -> None:
 
     model_type = read_model_type(directory)
     if model_type not in GENERAL_TEACHER_TYPES:
-        with_heads = [name for name, family in MODEL_FAMILIES.items() if family.tasks]
         raise BertkitError(f"{directory}: general distillation takes a teacher of model_type "
                            f"{' or '.join(map(repr, GENERAL_TEACHER_TYPES))}, got {model_type!r}; task distillation "
-                           f"(--task) takes {', '.join(with_heads)} teachers fine-tuned on the task")
+                           f"(--task) takes {', '.join(task_teacher_types(MODEL_FAMILIES))} teachers fine-tuned on "
+                           "the task")
+
+
+def task_teacher_types(families) -> list[str]:
+    """The model types task distillation takes (the registry's `distillable` families)."""
+    return [name for name, family in families.items() if family.distillable]
+
+
+def check_task_teacher(directory: str | Path) -> None:
+    """Raises in one line naming `directory` when its model family cannot be task-distilled."""
+    from bertkit.model.families import MODEL_FAMILIES, family_of
+
+    family = family_of(directory)
+    if not family.distillable:
+        raise BertkitError(f"{directory}: task distillation takes teachers of model_type "
+                           f"{', '.join(task_teacher_types(MODEL_FAMILIES))}, got {family.model_type!r}")
 
 
 def load_teacher(cls, directory: str | Path, **kwargs) -> nn.Module:

@@ -1,4 +1,4 @@
-"""Model families (BERT, RoBERTa, ELECTRA, ALBERT): one registry entry each, declaring
+"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, XLNet): one registry entry each, declaring
 what the family can do.
 
 Callers never name a model class or compare model types: they read config.json's
@@ -84,6 +84,9 @@ class ModelFamily:
     mlm: MaskedLM | None = None
     input_names: tuple[str, ...] = ("input_ids", "attention_mask")
     generator: str | None = None
+    # task distillation's student is the teacher's config with fewer `num_hidden_layers`,
+    # its layers copied from `encoder.layer.N` (BERT-shaped encoders)
+    distillable: bool = True
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -164,13 +167,15 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "classification": "bertkit.model.t5:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
     },
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
-                      generator="bertkit.model.t5:T5ForConditionalGeneration"),
-    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel", "transformer", {
+                      generator="bertkit.model.t5:T5ForConditionalGeneration",
+                      distillable=False),
+    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel",
+                         "transformer", {
         "classification": "bertkit.model.xlnet:XLNetForSequenceClassification",
         "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
         "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",
         "qa": "bertkit.model.xlnet:XLNetForQuestionAnsweringSimple",
-    }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping")),
+    }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
 }
 
 

@@ -144,6 +144,11 @@ class XLNetPreTrainedModel(PreTrainedModel):
         the sequence heads override it)."""
         return 0.0
 
+    def freeze_query_stream(self) -> None:
+        """A task head never runs the query stream: `mask_emb` gets no gradient, so it is kept
+        out of training (DDP requires every trainable parameter to take part in the loss)."""
+        self.transformer.mask_emb.requires_grad_(False)
+
     @property
     def backbone(self) -> "XLNetModel":
         return getattr(self, self.base_model_prefix)
@@ -337,7 +342,9 @@ class XLNetSequenceSummary(ElectraSequenceSummary):
         summary = hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last]  # (B, H)
         return self.last_dropout(self.activation(self.summary(summary)))
 
-    def read_positions(self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor | None:
+    def read_positions(
+        self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None
+    ) -> torch.Tensor | None:
         """(B,) the position `forward` will read, for XLNetModel's `read_positions` (None: all)."""
         if self.summary_type != "last" or input_ids is None:
             return None
@@ -368,6 +375,7 @@ class XLNetForSequenceClassification(XLNetPreTrainedModel):
         self.sequence_summary = XLNetSequenceSummary(config)
         self.logits_proj = nn.Linear(config.d_model, config.num_labels)
         self.init_weights()
+        self.freeze_query_stream()
 
     def forward(self, input_ids=None, attention_mask=None, mems=None, perm_mask=None, target_mapping=None,
                 token_type_ids=None, input_mask=None, inputs_embeds=None, labels: torch.Tensor | None = None,
@@ -396,6 +404,7 @@ class XLNetForTokenClassification(XLNetPreTrainedModel):
         self.transformer = XLNetModel(config)
         self.classifier = nn.Linear(config.d_model, config.num_labels)
         self.init_weights()
+        self.freeze_query_stream()
 
     def forward(self, input_ids=None, attention_mask=None, mems=None, perm_mask=None, target_mapping=None,
                 token_type_ids=None, input_mask=None, inputs_embeds=None, labels: torch.Tensor | None = None,
@@ -426,6 +435,7 @@ class XLNetForQuestionAnsweringSimple(XLNetPreTrainedModel):
         self.transformer = XLNetModel(config)
         self.qa_outputs = nn.Linear(config.d_model, config.num_labels)
         self.init_weights()
+        self.freeze_query_stream()
 
     def forward(self, input_ids=None, attention_mask=None, mems=None, perm_mask=None, target_mapping=None,
                 token_type_ids=None, input_mask=None, inputs_embeds=None, start_positions: torch.Tensor | None = None,
@@ -467,6 +477,7 @@ class XLNetForMultipleChoice(XLNetPreTrainedModel):
         self.sequence_summary = XLNetSequenceSummary(config)
         self.logits_proj = nn.Linear(config.d_model, 1)
         self.init_weights()
+        self.freeze_query_stream()
 
     def forward(self, input_ids=None, token_type_ids=None, input_mask=None, attention_mask=None, mems=None,
                 perm_mask=None, target_mapping=None, inputs_embeds=None, labels: torch.Tensor | None = None,

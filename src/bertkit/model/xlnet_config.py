@@ -99,7 +99,8 @@ class XLNetConfig(PretrainedConfig):
         if self.d_model % self.n_head:
             raise ConfigError(f"field 'd_model' ({self.d_model}) must be divisible by 'n_head' ({self.n_head})")
         if self.d_head != self.d_model // self.n_head:
-            raise ConfigError(f"field 'd_head' ({self.d_head}) must be d_model // n_head ({self.d_model // self.n_head})")
+            raise ConfigError(f"field 'd_head' ({self.d_head}) must be d_model // n_head "
+                              f"({self.d_model // self.n_head})")
         choices = {"attn_type": ATTENTION_TYPES, "summary_type": SUMMARY_TYPES, "ff_activation": FF_ACTIVATIONS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -125,7 +125,8 @@ class TaskSpec:
         from bertkit.tasks.registry import get_task_family
 
         entry = get_task_family(family)
-        max_length = min(entry.max_seq_length or INFERRED_MAX_SEQ_LENGTH, config.position_limit or INFERRED_MAX_SEQ_LENGTH)
+        max_length = min(entry.max_seq_length or INFERRED_MAX_SEQ_LENGTH,
+                         config.position_limit or INFERRED_MAX_SEQ_LENGTH)  # no limit: XLNet
         return cls(**{"family": family, "text_column": "text", "max_seq_length": max_length,
                       **entry.hook("spec_from_config")(config)})
 

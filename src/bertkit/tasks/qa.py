@@ -36,8 +36,8 @@ start + end logit among passage tokens with start <= end and at most
 positions as run_qa does; the same character span seen in two windows counts once).
 The answer is the context's own characters between the span's offsets. SQuAD v2.0
 adds the null answer scored at the classification token (`_null_index`: [CLS] at 0
-for BERT; the lowest over the windows, as in BERT): null_diff = null score - best span score, and "" is predicted when null_diff >
-null_threshold. `best_null_threshold` picks that threshold on dev with the official
+for BERT, <cls> last for XLNet; the lowest over the windows, as in BERT): null_diff =
+null score - best span score, and "" is predicted when null_diff > null_threshold. `best_null_threshold` picks that threshold on dev with the official
 sweep (`bertkit.evaluation.squad.squad_v2_threshold`), to be saved with the model.
 """
 
