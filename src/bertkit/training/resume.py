@@ -29,7 +29,8 @@ from bertkit.training.config import read_run_config
 SCHEDULE_FIELDS = ("max_steps", "lr", "warmup_steps", "warmup_ratio")
 # what only decides logging, evaluation and saving, never a weight
 BOOKKEEPING_FIELDS = ("log_steps", "eval_steps", "save_steps", "save_total_limit", "eval_batches", "progress",
-                      "tensorboard", "save_checkpoints", "nonfinite")
+                      "tensorboard", "save_checkpoints", "on_nonfinite",
+                      "nonfinite_skip_limit")
 RESUMABLE_FIELDS = SCHEDULE_FIELDS + BOOKKEEPING_FIELDS
 DATA_FIELD = "data"  # resumable when built with the checkpoint's tokenizer
 
