@@ -26,8 +26,9 @@ def texts(min_size: int = 0, max_size: int = 40, exclude: str = "") -> st.Search
 
 
 def field_texts(exclude: str) -> st.SearchStrategy[str]:
-    """A non-blank text field (blank fields are errors by design) without `exclude`."""
-    return texts(1, 30, exclude).filter(lambda text: text.strip() != "")
+    """A non-blank text field (blank fields are errors by design) without `exclude`; it
+    does not start with U+FEFF, which at the start of a file is read as its BOM."""
+    return texts(1, 30, exclude).filter(lambda text: text.strip() != "" and not text.startswith("\ufeff"))
 
 
 line_endings = st.sampled_from(["\n", "\r\n"])
