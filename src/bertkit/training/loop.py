@@ -39,6 +39,7 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import checkpoints as ckpt
+from bertkit.training.faults import maybe_fail
 from bertkit.training.config import TrainingConfig
 from bertkit.training.distributed import DistContext, all_reduce_sum, barrier
 from bertkit.training.optim import build_optimizer, linear_schedule
@@ -175,10 +176,13 @@ class Trainer:
 
             def fill(tmp: Path) -> None:
                 self.program.save_pretrained(_unwrap(model), tmp, state_dict=model_state)
+                maybe_fail("checkpoint", step, self.ctx.rank)
                 ckpt.save_training_state(tmp, state)
 
             ckpt.write_directory_atomic(target, fill)
             ckpt.prune_checkpoints(self.output_dir, self.config.save_total_limit)
+        else:
+            maybe_fail("checkpoint", step, self.ctx.rank)  # while the main process writes
         barrier(self.ctx)
         return target
 
@@ -328,6 +332,7 @@ class Trainer:
                     sync = micro == len(batches) - 1 or not hasattr(wrapped, "no_sync")
                     with (nullcontext() if sync else wrapped.no_sync()), self._autocast():
                         loss, micro_stats = self.program.compute_loss(wrapped, batch, totals)
+                    maybe_fail("step", step + 1, ctx.rank)
                     # DDP/FSDP average gradients over processes; the loss is already a global mean
                     scaled = loss * ctx.world_size
                     (scaler.scale(scaled) if scaler is not None else scaled).backward()

@@ -110,6 +110,19 @@ def data_tokenizer_problem(checkpoint: Path, data: str) -> str | None:
     return None
 
 
+def resumes_by_itself(output_dir: str | Path | None, requested: bool, notify: Notify | None = None) -> bool:
+    """Whether a run continues from its checkpoints: `--resume`, or a process that
+    `torchrun --max-restarts` restarted after a failure when `output_dir` holds a
+    checkpoint (the same command line then picks up where the run stopped)."""
+    from bertkit.training.faults import restart_count
+
+    if requested or not output_dir or restart_count() == 0 or not ckpt.list_checkpoints(Path(output_dir)):
+        return requested
+    if notify is not None:
+        notify(f"torchrun restart {restart_count()}: resuming from the newest checkpoint")
+    return True
+
+
 def differences(saved, requested) -> list[tuple[str, Any, Any]]:
     """(field, saved value, requested value) for each field of two configs that differs;
     mapping fields (BertConfig overrides) compare key by key as `model.hidden_size`."""
