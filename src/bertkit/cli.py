@@ -16,6 +16,7 @@ from bertkit.errors import BertkitError
 
 # One line per command family; a new family is one module plus one line here.
 COMMAND_MODULES = [
+    "bertkit.commands.checkpoint",
     "bertkit.commands.data",
     "bertkit.commands.demo",
     "bertkit.commands.distill",

@@ -222,7 +222,9 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
                  "lr (peak), warm-up": f"{config.lr:g}, {config.describe_warmup()}",
                  "masking": objective.describe_masking(config), "seed": config.seed,
                  "held-out masks": objective.describe_eval_masks(),
-                 "skipped non-finite steps": result.skipped_steps}),
+                 "skipped non-finite steps": result.skipped_steps,
+                 **({"fp16 steps skipped by the loss scaler": result.amp_skipped_steps}
+                    if result.amp_skipped_steps else {})}),
         ("Data", {"directory": config.data, "instances": train.info.num_instances, "tokens": train.info.num_tokens,
                   "format": train.info.instance_format, "max_seq_length": train.info.max_seq_length,
                   "masking at build": train.info.masking}),

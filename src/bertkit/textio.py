@@ -10,10 +10,42 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from bertkit.errors import BertkitError
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(raw_json: str, value: object) -> str | None:
+    """A lone surrogate (e.g. "\\ud800") in the strings of `value`, which was parsed from
+    `raw_json`, as an escape to show the user; None when there is none. JSON can spell
+    one as an escape, but it is not a character: no tokenizer (nor UTF-8) can take it.
+    Escaped surrogate pairs (an emoji written ASCII-only) decode to one valid character."""
+    if not _SURROGATE_ESCAPE.search(raw_json):
+        return None  # the cheap test: only an escape can produce a surrogate
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                return f"\\u{ord(found.group()):04x}"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def surrogate_error(where: str, escape: str) -> BertkitError:
+    return BertkitError(f"{where}: the text holds a lone surrogate {escape} (a JSON escape that is not a Unicode "
+                        "character); fix the file's encoding")
 
 
 def check_readable(path: str | Path) -> Path:
@@ -87,6 +119,11 @@ def iter_stream_lines(
                     f"{name}:{line_no}: malformed JSONL line (expected an object with a "
                     f"string field {text_field!r})"
                 )
+            escape = lone_surrogate(line, text)
+            if escape is not None:
+                if skip_bad:
+                    continue
+                raise surrogate_error(f"{name}:{line_no}", escape)
             yield line_no, text
     except (OSError, EOFError) as exc:  # truncated or corrupt .gz
         raise BertkitError(f"{name}:{line_no + 1}: cannot read ({exc})") from exc

@@ -121,13 +121,13 @@ def test_resume_from_checkpoint_is_bit_identical(tmp_path):
 
 
 def test_nonfinite_loss_stops_with_the_step_and_the_last_checkpoint(tmp_path):
-    with pytest.raises(BertkitError, match=r"step 6: loss is nan .*checkpoint-0000004"):
+    with pytest.raises(BertkitError, match=r"step 6: the loss is nan .*checkpoint-0000004"):
         train(tmp_path, program=ToyProgram(nan_at=6))
     assert ckpt.latest_checkpoint(tmp_path).name == "checkpoint-0000004"
 
 
 def test_nonfinite_loss_skip_policy_skips_the_step(tmp_path):
-    model, result = train(tmp_path, program=ToyProgram(nan_at=6), nonfinite="skip")
+    model, result = train(tmp_path, program=ToyProgram(nan_at=6), on_nonfinite="skip")
     assert result.skipped_steps == 1
     assert all(torch.isfinite(p).all() for p in model.parameters())
 

@@ -153,7 +153,8 @@ def test_an_unreadable_newest_checkpoint_falls_back_to_the_newest_readable(data,
     capsys.readouterr()
     assert main(resume(out)) == 0
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("bertkit:")]
-    assert err[0].startswith(f"bertkit: warning: {path}: cannot read the ")
+    assert err[0].startswith(f"bertkit: warning: {path}: ")
+    assert "bytes, the manifest records" in err[0]  # a cut file fails the manifest's size check first
     assert err[0].endswith("; resuming from the newest readable checkpoint, checkpoint-0000002")
     assert err[1] == f"bertkit: resuming {out} from checkpoint-0000002 (step 2)"
     assert_same_weights(straight, out)  # checkpoint 2 to the end: the uninterrupted run's weights

@@ -168,7 +168,9 @@ def run(args: argparse.Namespace) -> int:
         where = result.best_dir or result.output_dir / "final"
         print(f"{'best' if result.best_dir else 'final'} model: {where}  (report: {result.output_dir / 'report.md'})")
         return 0
-    if args.resume:  # the saved run_config.json supplies the rest; what is given here must fit it
+    from bertkit.training.resume import resumes_by_itself
+
+    if resumes_by_itself(values.get("output_dir"), args.resume, note):  # the saved run_config.json supplies the rest
         if not values.get("output_dir"):
             from bertkit.errors import ConfigError
 

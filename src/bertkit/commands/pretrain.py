@@ -83,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     overrides = parse_set_arguments(args.set)
-    if args.resume:  # the saved run_config.json supplies the rest; what is given here must fit it
+    from bertkit.training.resume import resumes_by_itself
+
+    if resumes_by_itself(values.get("output_dir"), args.resume, note):  # the saved run_config.json supplies the rest
         if not values.get("output_dir"):
             raise ConfigError("field 'output_dir' is required (--output-dir DIR)")
         result = resume_pretraining(values["output_dir"], values, overrides, notify=note)

@@ -215,6 +215,10 @@ def _example(
 ) -> ClassificationExample:
     """Build one example; `labels` None with task "regression"/"stsb" parses a float."""
     source = f"{path}:{line_no}"
+    if not text.strip():
+        raise BertkitError(f"{source}: the text is empty or whitespace only (fill it or remove the row)")
+    if pair is not None and not pair.strip():
+        raise BertkitError(f"{source}: the second text of the pair is empty or whitespace only (fill it or remove the row)")
     value: str | float | None = None
     if label is not None:
         label = label.strip()

@@ -54,7 +54,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.squad import BestThreshold, SquadDataset, SquadQuestion, squad_v2_threshold
-from bertkit.textio import open_binary
+from bertkit.textio import lone_surrogate, open_binary, surrogate_error
 
 MODEL_CLASS_NAME = "BertForQuestionAnswering"
 ENCODE_BATCH = 1000  # examples per tokenizer call
@@ -160,6 +160,10 @@ def read_examples(path: str | Path, version: str | int = "auto", *, training: bo
                 examples.append(example)
     if not examples:
         raise BertkitError(f"{path}: no questions in the file")
+    if number == 2 and str(version) != "auto" and (declared or "").strip().lower().lstrip("v").startswith("1") \
+            and not any(example.is_impossible for example in examples):
+        raise BertkitError(f"{path}: read as SQuAD v2.0 (version 2), but the file says version {declared} and has no "
+                           "unanswerable questions; read it as version 1 (or auto)")
     return examples
 
 
@@ -172,11 +176,15 @@ def _load_json(path: str | Path) -> Any:
     if not raw.strip():
         raise BertkitError(f"{path}: empty file")
     try:
-        return json.loads(raw)
+        document = json.loads(raw)
     except UnicodeDecodeError:
         raise BertkitError(f"{path}: not valid UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise BertkitError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    escape = lone_surrogate(raw.decode("utf-8", "replace"), document)
+    if escape is not None:
+        raise surrogate_error(str(path), escape)
+    return document
 
 
 def version_number(version: str | int) -> int:

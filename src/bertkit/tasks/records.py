@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError
-from bertkit.textio import is_jsonl, iter_stream_lines, open_binary
+from bertkit.textio import is_jsonl, iter_stream_lines, lone_surrogate, open_binary, surrogate_error
 
 
 def file_kind(path: str | Path) -> str:
@@ -121,6 +121,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise BertkitError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(record, dict):
             raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+        escape = lone_surrogate(line, record)
+        if escape is not None:
+            raise surrogate_error(f"{path}:{line_no}", escape)
         yield line_no, record
 
 
@@ -152,6 +155,9 @@ def _json_array(path: str | Path, first_line: int, lines: list[str]) -> Iterator
             raise BertkitError(f"{path}:{first_line + exc.lineno - 1}: malformed JSON ({exc.msg})") from None
         if not isinstance(record, dict):
             raise BertkitError(f"{path}:{line_no}: expected a JSON object in the array, got {type(record).__name__}")
+        escape = lone_surrogate(text[position:end], record)
+        if escape is not None:
+            raise surrogate_error(f"{path}:{line_no}", escape)
         yield line_no, record
         position = skip_space(end)
         if text.startswith(",", position):

@@ -127,6 +127,7 @@ class Tokenizer:
         *,
         continuing_subword_prefix: str = WORDPIECE_PREFIX,
         max_input_chars_per_word: int = MAX_INPUT_CHARS_PER_WORD,
+        source: str | Path = "WordPiece vocabulary",
         **options: Any,
     ) -> Tokenizer:
         """The BERT encoding pipeline over a WordPiece vocabulary (token -> id, or tokens in id order).
@@ -135,15 +136,16 @@ class Tokenizer:
         CJK, Hangul kept whole only with `keep_hangul_syllables=True`) -> BertPreTokenizer
         (whitespace and punctuation) -> WordPiece (greedy longest match, "##" pieces, [UNK]
         for unspellable words or words over 100 characters) -> `[CLS] A [SEP] (B [SEP])`.
-        `options` are TokenizerConfig fields overriding `config`.
+        `options` are TokenizerConfig fields overriding `config`; `source` names the
+        vocabulary in errors (its file, when it came from one).
         """
         config = (config or TokenizerConfig()).with_options(options)
         vocab_map = dict(vocab) if isinstance(vocab, Mapping) else {tok: i for i, tok in enumerate(vocab)}
-        special = _resolve_special_tokens(config, vocab_map, source="WordPiece vocabulary")
+        special = _resolve_special_tokens(config, vocab_map, source=str(source))
         for role in ("unk_token", "cls_token", "sep_token"):
             if special[role] is None:
                 raise BertkitError(
-                    f"WordPiece vocabulary: no {role} (none of {SPECIAL_CANDIDATES[role]} is in it; "
+                    f"{source}: no {role} (none of {SPECIAL_CANDIDATES[role]} is in it; "
                     f"set {role} in {CONFIG_FILE})"
                 )
         normalizer = bert_normalizer(
@@ -191,7 +193,7 @@ class Tokenizer:
         has_config = config_path.is_file() or bool(options)
 
         if not json_path.is_file():
-            return cls.from_wordpiece_vocab(read_vocab_txt(vocab_path), config)
+            return cls.from_wordpiece_vocab(read_vocab_txt(vocab_path), config, source=vocab_path)
         serialized = read_text(json_path)
         spec = parse_json(serialized, json_path)
         model = spec.get("model")
@@ -208,6 +210,7 @@ class Tokenizer:
             tokenizer = cls.from_wordpiece_vocab(
                 vocab,
                 config,
+                source=vocab_path if vocab_path.is_file() else json_path,
                 continuing_subword_prefix=model.get("continuing_subword_prefix") or WORDPIECE_PREFIX,
                 max_input_chars_per_word=model.get("max_input_chars_per_word") or MAX_INPUT_CHARS_PER_WORD,
             )

@@ -60,7 +60,8 @@ class TrainingConfig:
     save_steps: int = 1_000
     save_total_limit: int = 2
     eval_batches: int | None = None  # None: the whole held-out split
-    nonfinite: str = "stop"  # stop | skip a step whose loss is NaN/inf
+    on_nonfinite: str = "stop"  # stop | skip a step whose loss or gradient is NaN/inf
+    nonfinite_skip_limit: int = 10  # on_nonfinite=skip: stop after this many skipped steps in a row
     parallel: str = "ddp"  # ddp | fsdp (torch fully_shard), under torchrun
     tensorboard: bool = True  # event files when the `tensorboard` package is installed
     progress: bool = True
@@ -88,7 +89,9 @@ class TrainingConfig:
             raise ConfigError("fields 'adam_beta1' and 'adam_beta2' must be in [0, 1)")
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("precision", self.precision, PRECISIONS)
-        check_choice("nonfinite", self.nonfinite, NONFINITE_POLICIES)
+        check_choice("on_nonfinite", self.on_nonfinite, NONFINITE_POLICIES)
+        if self.nonfinite_skip_limit < 1:
+            raise ConfigError(f"field 'nonfinite_skip_limit' must be >= 1, got {self.nonfinite_skip_limit}")
         check_choice("parallel", self.parallel, PARALLEL_MODES)
         if self.early_stopping_patience is not None:
             if self.early_stopping_patience <= 0:
@@ -249,7 +252,7 @@ def write_run_config(output_dir: Path, config) -> None:
 
 def read_run_config(output_dir: Path) -> tuple[Path, dict[str, Any]]:
     """A run folder's saved configuration: (its path, its values), older runs' values
-    brought up to date (`with_legacy_eval_seed`); one line naming the file when it cannot be read."""
+    brought up to date (`with_legacy_fields`); one line naming the file when it cannot be read."""
     path = Path(output_dir) / RUN_CONFIG_FILE
     try:
         values = json.loads(path.read_text(encoding="utf-8"))
@@ -257,14 +260,18 @@ def read_run_config(output_dir: Path) -> tuple[Path, dict[str, Any]]:
         raise BertkitError(f"{path}: cannot read the run's configuration ({exc})") from None
     if not isinstance(values, dict):
         raise BertkitError(f"{path}: expected a mapping of field: value")
-    return path, with_legacy_eval_seed(values)
+    return path, with_legacy_fields(values)
 
 
-def with_legacy_eval_seed(values: dict[str, Any]) -> dict[str, Any]:
-    """A saved run_config.json from before `eval_seed` existed scored its held-out split with
-    its run `seed`: resuming it keeps doing so, so its evaluations stay comparable."""
+def with_legacy_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """A saved run_config.json from an older bertkit brought up to date: before `eval_seed`
+    existed a run scored its held-out split with its run `seed` (resuming it keeps doing so,
+    so its evaluations stay comparable); `nonfinite` is now `on_nonfinite`."""
+    values = dict(values)
     if "seed" in values and "eval_seed" not in values:
-        return {**values, "eval_seed": values["seed"]}
+        values["eval_seed"] = values["seed"]
+    if "nonfinite" in values:
+        values.setdefault("on_nonfinite", values.pop("nonfinite"))
     return values
 
 

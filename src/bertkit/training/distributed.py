@@ -3,15 +3,30 @@
 One process = one rank. Without torchrun's environment (RANK / WORLD_SIZE) everything
 runs as a single process and the collectives are no-ops, so the same loop serves a
 laptop and a cluster.
+
+A process that dies (SIGKILL, OOM) makes its peers' next collective fail: at once when
+the transport sees the connection close (gloo), at the latest after the collective
+timeout — `BERTKIT_COLLECTIVE_TIMEOUT` seconds, default 600 — when a peer hangs instead.
+Either way the survivors stop with one line (`peer_failure`) rather than wait forever.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from bertkit.errors import BertkitError
+
+COLLECTIVE_TIMEOUT_ENV = "BERTKIT_COLLECTIVE_TIMEOUT"
+DEFAULT_COLLECTIVE_TIMEOUT = 600  # seconds: a checkpoint save of a large model fits well inside
+# what the transports say when a peer process is gone or silent
+_PEER_GONE = re.compile(r"connection (closed|reset)|broken pipe|timed out|timeout|peer|socket|gloo|nccl|"
+                        r"connection refused|end of file", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -40,9 +55,48 @@ def setup(device: str | None = None) -> DistContext:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+        _join_process_group("nccl" if dev.type == "cuda" else "gloo", world_size)
     rank = dist.get_rank() if dist.is_initialized() else 0
     return DistContext(rank, world_size, local_rank, dev)
+
+
+def _join_process_group(backend: str, world_size: int) -> None:
+    """`init_process_group` over torchrun's store, under a key prefix of its own per restart.
+
+    torchrun keeps one store across `--max-restarts`; processes of a restarted attempt
+    would otherwise find the previous attempt's addresses under the same keys and try
+    to connect to processes that no longer exist."""
+    from bertkit.training.faults import restart_count
+
+    timeout = collective_timeout()
+    rank = int(os.environ["RANK"])
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"  # torchrun hosts it
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=rank == 0 and not agent_store, timeout=timeout)
+    store = dist.PrefixStore(f"bertkit/attempt-{restart_count()}", store)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+
+
+def collective_timeout() -> timedelta:
+    """How long a collective waits for the other processes (`BERTKIT_COLLECTIVE_TIMEOUT`)."""
+    raw = os.environ.get(COLLECTIVE_TIMEOUT_ENV, str(DEFAULT_COLLECTIVE_TIMEOUT))
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise BertkitError(f"{COLLECTIVE_TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    return timedelta(seconds=seconds)
+
+
+def peer_failure(exc: BaseException, ctx: DistContext) -> bool:
+    """Whether `exc` is a collective failing because another process died or hung."""
+    if not ctx.enabled:
+        return False
+    dist_error = getattr(dist, "DistError", None)
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    return isinstance(exc, RuntimeError) and bool(_PEER_GONE.search(str(exc)))
 
 
 def teardown() -> None:

@@ -25,6 +25,7 @@ import math
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import checkpoints as ckpt
+from bertkit.training.faults import maybe_fail
 from bertkit.training.config import TrainingConfig
 from bertkit.training.distributed import DistContext, all_reduce_sum, barrier
 from bertkit.training.optim import build_optimizer, linear_schedule
@@ -60,6 +62,7 @@ class TrainResult:
     best_metric: float | None = None
     best_step: int | None = None
     stopped_early: bool = False
+    amp_skipped_steps: int = 0  # fp16 steps GradScaler skipped itself (loss-scale overflow), not failures
 
 
 class Trainer:
@@ -173,12 +176,57 @@ class Trainer:
 
             def fill(tmp: Path) -> None:
                 self.program.save_pretrained(_unwrap(model), tmp, state_dict=model_state)
+                maybe_fail("checkpoint", step, self.ctx.rank)
                 ckpt.save_training_state(tmp, state)
 
             ckpt.write_directory_atomic(target, fill)
             ckpt.prune_checkpoints(self.output_dir, self.config.save_total_limit)
+        else:
+            maybe_fail("checkpoint", step, self.ctx.rank)  # while the main process writes
         barrier(self.ctx)
         return target
+
+    def _save_or_explain(self, model, optimizer, scheduler, scaler, step: int, last_saved: Path | None) -> Path | None:
+        """`save_checkpoint`; a failed save (full disk, read-only folder) says which complete
+        checkpoint the run can be resumed from."""
+        try:
+            return self.save_checkpoint(model, optimizer, scheduler, scaler, step)
+        except BertkitError as exc:
+            where = (f"the last complete checkpoint is {last_saved} (continue with --resume)" if last_saved
+                     else "no checkpoint was written yet")
+            raise BertkitError(f"step {step}: {exc}; {where}") from exc
+
+    def _nonfinite_problem(self, loss: float, grad_norm: torch.Tensor, model: nn.Module, scaler) -> str | None:
+        """What is non-finite at this step (the loss, else a gradient), or None. Under fp16 a
+        non-finite gradient with a finite loss is the loss scale overflowing, which
+        GradScaler handles by skipping the step and lowering the scale: not a failure."""
+        if not math.isfinite(loss):
+            return f"the loss is {loss} (non-finite)"
+        if scaler is None and not math.isfinite(float(grad_norm)):
+            return f"the gradient of {first_nonfinite_gradient(model)} is non-finite"
+        return None
+
+    def _on_nonfinite(self, step: int, problem: str, in_row: int, last_saved: Path | None) -> None:
+        """Stop (on_nonfinite=stop, or too many skips in a row) with the step, the batch's
+        data positions and what went non-finite, all in one line."""
+        cfg = self.config
+        if cfg.on_nonfinite == "skip" and in_row < cfg.nonfinite_skip_limit:
+            return
+        where = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written yet"
+        why = (problem if cfg.on_nonfinite == "stop"
+               else f"{in_row} steps in a row skipped (nonfinite_skip_limit), the last because {problem}")
+        raise BertkitError(f"step {step + 1}: {why}; the batch held {self.describe_batch(step)}; stopped — {where}")
+
+    def describe_batch(self, step: int, shown: int = 8) -> str:
+        """This process's training examples at `step` as `epoch:index` data positions
+        (the first `shown`), so a user can look at their text."""
+        positions = [p for micro in range(self.accumulation) for p in self.micro_batch_positions(step, micro)]
+        named = []
+        for position in positions[:shown]:
+            epoch, offset = divmod(position, self.num_examples)
+            named.append(f"{epoch}:{int(self._permutation(epoch)[offset])}")
+        more = f" and {len(positions) - shown} more" if len(positions) > shown else ""
+        return f"training examples (epoch:index) {', '.join(named)}{more}"
 
     def _resume(self, checkpoint: Path, model: nn.Module, optimizer, scheduler, scaler) -> int:
         state = ckpt.load_training_state(checkpoint)
@@ -266,7 +314,7 @@ class Trainer:
         window: dict[str, float] = {}
         window_start, window_tokens = time.perf_counter(), 0.0
         total_tokens, total_time = 0.0, 0.0
-        skipped = 0
+        skipped = skipped_in_row = amp_skipped = 0
         last_saved = ckpt.latest_checkpoint(self.output_dir)
         step = start
         stopped: int | None = None  # the step early stopping ended the run at
@@ -284,6 +332,7 @@ class Trainer:
                     sync = micro == len(batches) - 1 or not hasattr(wrapped, "no_sync")
                     with (nullcontext() if sync else wrapped.no_sync()), self._autocast():
                         loss, micro_stats = self.program.compute_loss(wrapped, batch, totals)
+                    maybe_fail("step", step + 1, ctx.rank)
                     # DDP/FSDP average gradients over processes; the loss is already a global mean
                     scaled = loss * ctx.world_size
                     (scaler.scale(scaled) if scaler is not None else scaled).backward()
@@ -292,21 +341,29 @@ class Trainer:
                     for key, value in micro_stats.items():
                         stats[key] = stats.get(key, 0.0) + value
                 stats = all_reduce_sum(stats, ctx)
-                if not math.isfinite(stats["loss"]):
-                    optimizer.zero_grad(set_to_none=True)
-                    where = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written yet"
-                    if cfg.nonfinite == "stop":
-                        raise BertkitError(f"step {step + 1}: loss is {stats['loss']} (non-finite); stopped — {where}")
-                    skipped += 1
-                    if bar is not None:
-                        bar.write(f"step {step + 1}: loss is {stats['loss']}; step skipped")
-                    scheduler.step()
-                    if bar is not None:
-                        bar.update(1)
-                    continue
                 if scaler is not None:
                     scaler.unscale_(optimizer)
                 grad_norm = torch.nn.utils.clip_grad_norm_(wrapped.parameters(), cfg.max_grad_norm)
+                problem = self._nonfinite_problem(stats["loss"], grad_norm, wrapped, scaler)
+                if problem is not None:
+                    optimizer.zero_grad(set_to_none=True)
+                    skipped, skipped_in_row = skipped + 1, skipped_in_row + 1
+                    self._on_nonfinite(step, problem, skipped_in_row, last_saved)
+                    if log is not None:
+                        log.log({"step": step + 1, "nonfinite_skipped": skipped})
+                    if bar is not None:
+                        bar.write(f"step {step + 1}: {problem}; step skipped ({skipped} so far)")
+                    if scaler is not None:
+                        scaler.update()  # unscale_ was called: the scaler expects a step or an update
+                    with warnings.catch_warnings():  # the schedule follows the step, skipped or not
+                        warnings.simplefilter("ignore", UserWarning)
+                        scheduler.step()
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                skipped_in_row = 0
+                if scaler is not None and not math.isfinite(float(grad_norm)):
+                    amp_skipped += 1  # the loss scale overflowed: GradScaler skips this step itself
                 lr = scheduler.get_last_lr()[0]
                 if scaler is not None:
                     scaler.step(optimizer)
@@ -341,7 +398,7 @@ class Trainer:
                         stopped = done
                     window_start = time.perf_counter()  # evaluation time is not training throughput
                 if done % cfg.save_steps == 0 and done < cfg.max_steps and cfg.save_checkpoints and stopped is None:
-                    last_saved = self.save_checkpoint(wrapped, optimizer, scheduler, scaler, done)
+                    last_saved = self._save_or_explain(wrapped, optimizer, scheduler, scaler, done, last_saved)
                     window_start = time.perf_counter()
                 if bar is not None:
                     bar.update(1)
@@ -352,7 +409,7 @@ class Trainer:
                     break
             step = stopped if stopped is not None else cfg.max_steps
             if start < step and cfg.save_checkpoints:
-                self.save_checkpoint(wrapped, optimizer, scheduler, scaler, step)
+                self._save_or_explain(wrapped, optimizer, scheduler, scaler, step, last_saved)
             final = self.output_dir / FINAL_DIR
             model_state, _ = self._full_state_dicts(wrapped, None)
             if ctx.is_main:
@@ -366,7 +423,7 @@ class Trainer:
         records = log.records if log is not None else []
         speed = total_tokens / total_time if total_time else 0.0
         has_best = ctx.is_main and self._best["step"] is not None
-        return TrainResult(step, final if ctx.is_main else None, records, speed, skipped,
+        return TrainResult(step, final if ctx.is_main else None, records, speed, skipped, amp_skipped_steps=amp_skipped,
                            best_dir=self.output_dir / BEST_DIR if has_best else None,
                            best_metric=self._best["value"], best_step=self._best["step"],
                            stopped_early=stopped is not None)
@@ -385,6 +442,19 @@ class Trainer:
                 return self.program.evaluate(model, self.ctx, self.micro_batch, self.config.eval_batches)
         finally:
             model.train()
+
+
+def first_nonfinite_gradient(model: nn.Module) -> str:
+    """The name of the first parameter whose gradient holds NaN or inf ("an unnamed
+    parameter" when none does on this process)."""
+    for name, parameter in model.named_parameters():
+        grad = parameter.grad
+        if grad is None:
+            continue
+        local = grad.to_local() if hasattr(grad, "to_local") else grad  # FSDP shards are DTensors
+        if not torch.isfinite(local).all():
+            return name
+    return "a parameter on another process"
 
 
 def _unwrap(model: nn.Module) -> nn.Module:

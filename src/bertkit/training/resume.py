@@ -29,7 +29,8 @@ from bertkit.training.config import read_run_config
 SCHEDULE_FIELDS = ("max_steps", "lr", "warmup_steps", "warmup_ratio")
 # what only decides logging, evaluation and saving, never a weight
 BOOKKEEPING_FIELDS = ("log_steps", "eval_steps", "save_steps", "save_total_limit", "eval_batches", "progress",
-                      "tensorboard", "save_checkpoints", "nonfinite")
+                      "tensorboard", "save_checkpoints", "on_nonfinite",
+                      "nonfinite_skip_limit")
 RESUMABLE_FIELDS = SCHEDULE_FIELDS + BOOKKEEPING_FIELDS
 DATA_FIELD = "data"  # resumable when built with the checkpoint's tokenizer
 
@@ -107,6 +108,19 @@ def data_tokenizer_problem(checkpoint: Path, data: str) -> str | None:
     if tokenizer_fingerprint(tokenizer) != info.tokenizer_fingerprint:
         return "built with another tokenizer than the checkpoint's"
     return None
+
+
+def resumes_by_itself(output_dir: str | Path | None, requested: bool, notify: Notify | None = None) -> bool:
+    """Whether a run continues from its checkpoints: `--resume`, or a process that
+    `torchrun --max-restarts` restarted after a failure when `output_dir` holds a
+    checkpoint (the same command line then picks up where the run stopped)."""
+    from bertkit.training.faults import restart_count
+
+    if requested or not output_dir or restart_count() == 0 or not ckpt.list_checkpoints(Path(output_dir)):
+        return requested
+    if notify is not None:
+        notify(f"torchrun restart {restart_count()}: resuming from the newest checkpoint")
+    return True
 
 
 def differences(saved, requested) -> list[tuple[str, Any, Any]]:

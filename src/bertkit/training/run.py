@@ -10,7 +10,8 @@ resume -> Trainer -> run_config.json -> start hooks -> train -> report -> teardo
   file `--resume` reads back), then the one-line notes (where a resumed run continues,
   which weights start fresh) and `on_start(config)` (the CLI's warnings) — after every
   check, so an error stays one line;
-- training, timed; from the resumption's checkpoint when there is one;
+- training, timed; from the resumption's checkpoint when there is one; a collective that
+  fails because another process died is one line naming the last complete checkpoint;
 - the report (main process), given the result, the wall time and the trainer;
 - the process group's teardown, when the harness set it up. A caller that runs several
   trainings in one process group (the fine-tuning grid) passes its `ctx` and tears down
@@ -27,8 +28,10 @@ from typing import Any
 
 from torch import nn
 
+from bertkit.errors import BertkitError
+from bertkit.training import checkpoints as ckpt
 from bertkit.training.config import TrainingConfig, write_run_config
-from bertkit.training.distributed import DistContext, setup, teardown
+from bertkit.training.distributed import DistContext, peer_failure, setup, teardown
 from bertkit.training.loop import Trainer, TrainResult
 from bertkit.training.program import TrainingProgram
 from bertkit.training.resume import Notify, Resumption
@@ -69,7 +72,15 @@ def run_training(config: Any, program: TrainingProgram, model: nn.Module, traini
             if on_start is not None:
                 on_start(config)
         started = time.perf_counter()
-        result = trainer.train(model, resume_from=resumption.checkpoint if resumption is not None else None)
+        try:
+            result = trainer.train(model, resume_from=resumption.checkpoint if resumption is not None else None)
+        except Exception as exc:
+            if not peer_failure(exc, ctx):
+                raise
+            latest = ckpt.latest_checkpoint(output_dir)
+            where = f"the last complete checkpoint is {latest}" if latest else "no checkpoint was written yet"
+            raise BertkitError(f"process {ctx.rank} of {ctx.world_size}: another process of the run stopped "
+                               f"({str(exc).splitlines()[0][:200]}); {where} (continue with --resume)") from exc
         finished = FinishedRun(result, time.perf_counter() - started, trainer)
         if ctx.is_main and report is not None:
             report(finished)
