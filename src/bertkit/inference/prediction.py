@@ -60,8 +60,8 @@ class Predictor:
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, device: str | None = None, batch_size: int = 32,
-                        max_seq_length: int | None = None) -> "Predictor":
-        return cls(load_finetuned(directory, device), batch_size, max_seq_length)
+                        max_seq_length: int | None = None, precision: str = "fp32") -> "Predictor":
+        return cls(load_finetuned(directory, device, precision), batch_size, max_seq_length)
 
     @property
     def family(self) -> str:
@@ -79,6 +79,6 @@ def predict(model: str | os.PathLike | Predictor, inputs: Any, **options: Any) -
     """Predictions of a fine-tuned model for `inputs` (module docstring for the shapes).
 
     model: a checkpoint directory or a `Predictor`; options: `device`, `batch_size`,
-    `max_seq_length` (used when loading a directory)."""
+    `max_seq_length`, `precision` ("fp32", "int8", "bf16"; used when loading a directory)."""
     predictor = model if isinstance(model, Predictor) else Predictor.from_pretrained(model, **options)
     return predictor(inputs)
