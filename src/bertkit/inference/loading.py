@@ -148,6 +148,21 @@ def load_finetuned(directory: str | os.PathLike, device: str | None = None,
     return LoadedModel(directory, model, Tokenizer.from_pretrained(directory), spec, program_cls, precision=precision)
 
 
+def is_finetuned(directory: str | os.PathLike) -> bool:
+    """Whether `directory` holds a model with a task head `load_finetuned` loads: bertkit's
+    `best/` (bertkit_task.json), a feature-based tagger, or a checkpoint whose config.json
+    names a task architecture (BertForSequenceClassification, ...)."""
+    from bertkit.model.families import architecture_task_families, load_config
+    from bertkit.tasks.feature_tagger import is_feature_tagger
+    from bertkit.tasks.programs import TASK_FILE
+
+    directory = Path(directory)
+    if (directory / TASK_FILE).is_file() or is_feature_tagger(directory):
+        return True
+    architectures = load_config(directory).extra.get("architectures") or []
+    return any(name in architecture_task_families() for name in architectures)
+
+
 def _task_model(directory: Path, config, program_cls):
     """The family's head model for the task; a one-line error when the head was never trained."""
     from bertkit.model.families import family_for_config

@@ -31,6 +31,10 @@ Prediction:
   None: one input per line, or per JSONL record through `input_from_record(record, spec,
   path, line_no, text_field, pair_field)`), `input_from_line(text, spec, source)`, and
   `echo(item) -> dict`: the input as printed before the result.
+Export:
+- `input_axes() -> tuple[str, ...]`: the axes of the model's token inputs, named as
+  optimum names them (`bertkit export onnx`'s dynamic axes): ("batch_size",
+  "sequence_length"), with "num_choices" between them for a model scoring choices.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from bertkit.errors import BertkitError
 
 HOOKS = ("spec_from_config", "head_config", "metrics", "evaluation_label_map", "describe", "report_details",
          "report_sections", "report_files", "write_dev_predictions", "dev_plots", "predict", "inputs_from_texts",
-         "inputs_from_file", "input_from_record", "input_from_line", "echo")
+         "inputs_from_file", "input_from_record", "input_from_line", "echo", "input_axes")
 INPUT_SOURCE = "<input>"  # where a `predict` input came from, in its error messages
 
 
@@ -151,3 +155,10 @@ def tab_pair(text: str, source: str) -> tuple[str, str]:
 
 def echo(item: Any) -> dict[str, Any]:
     return {"text": item}
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def input_axes() -> tuple[str, ...]:
+    return ("batch_size", "sequence_length")
