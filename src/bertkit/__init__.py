@@ -36,6 +36,7 @@ _EXPORTS = {
     "Predictor": "bertkit.inference.prediction",
     "evaluate": "bertkit.inference.evaluation",
     "BertkitError": "bertkit.errors",
+    "export_onnx": "bertkit.inference.onnx_export",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

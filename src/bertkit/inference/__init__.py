@@ -6,7 +6,9 @@
   embedding.py         embed: contextual vectors (layer choice, pooling, sentence-transformers)
   masked_lm.py         fill_mask: top-k tokens for each mask
   sentence_modules.py  a sentence-transformers folder's modules.json, as embed settings
-  outputs.py           InferenceOutputs: logits per feature, generated sequences (None for encoders)
+  outputs.py           InferenceOutputs: logits per feature, generated sequences (None for encoders), precision
+  precision.py         precision="fp32" | "int8" | "bf16" for every loader (`place`); quantization.py: int8 linears
+  onnx_export.py       export_onnx: a checkpoint with its task head as a checked ONNX model + sidecar folder
 
 The CLI commands (bertkit.commands) and the public API (`bertkit.predict`, `bertkit.embed`,
 ...) both come here. This package sits beside training and imports nothing from it
@@ -29,6 +31,7 @@ _EXPORTS = {
     "evaluate": "bertkit.inference.evaluation",
     "embed": "bertkit.inference.embedding",
     "fill_mask": "bertkit.inference.masked_lm",
+    "export_onnx": "bertkit.inference.onnx_export",
 }
 
 __all__ = sorted(_EXPORTS)
