@@ -4,6 +4,7 @@ precision, the precision recorded, and one-line errors for bad choices."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -125,3 +126,18 @@ def test_cli_precision_flags(tiny_encoder_dir, tiny_classifier_dir, tmp_path, ca
     proc = subprocess.run([sys.executable, "-m", "bertkit.cli", "embed", "--model", str(tiny_encoder_dir),
                            "--precision", "int4", "hi"], capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice: 'int4'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_evaluate_and_fill_mask_commands_take_precision(tiny_classifier_dir, tmp_path, minilm_dir, capsys):
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence\tlabel\n" + "".join(f"{t}\t{['neg', 'pos'][i % 2]}\n" for i, t in enumerate(TEXTS)),
+                   encoding="utf-8")
+    reference = bertkit.evaluate(tiny_classifier_dir, dev, text_column="sentence", label_column="label")
+    assert main(["evaluate", "classify", "--model", str(tiny_classifier_dir), "--data", str(dev), "--text-column",
+                 "sentence", "--label-column", "label", "--no-progress", "--precision", "int8"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["examples"] == len(TEXTS) and abs(result["accuracy"] - reference["accuracy"]) <= 100 / len(TEXTS)
+    mlm = save_tiny(tmp_path / "mlm", "BertForPreTraining", minilm_dir)
+    assert main(["fill-mask", "--model", str(mlm), "--precision", "bf16", "--format", "jsonl",
+                 "Paris is a beautiful [MASK]."]) == 0
+    assert len(json.loads(capsys.readouterr().out)["predictions"][0]) == 5
