@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from bertkit.errors import BertkitError
-
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("export", help="export a model to another runtime (onnx)")
@@ -29,11 +27,6 @@ def add_parser(subparsers) -> None:
 
 
 def run_onnx(args: argparse.Namespace) -> int:
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        raise BertkitError("export onnx needs the onnx and onnxruntime packages: pip install 'bertkit[export]'") from None
     from bertkit.inference.onnx_export import DEFAULT_OPSET, export_onnx
 
     report = export_onnx(args.model, args.output, precision=args.precision,

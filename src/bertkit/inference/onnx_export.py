@@ -46,7 +46,7 @@ from bertkit.inference.loading import LoadedModel, is_finetuned, load_encoder, l
 from bertkit.model.families import family_of_model
 
 EXPORT_PRECISIONS = ("fp32", "int8")
-MIN_OPSET = 14  # SDPA's bool mask and the LayerNorm op need at least 14 / 17
+MIN_OPSET = 14  # the exporter's scaled_dot_product_attention needs 14 (LayerNormalization is one op from 17)
 DEFAULT_OPSET = 17
 ONNX_CONFIG_FILE = "onnx_config.json"
 FP32_TOLERANCE = 1e-4
@@ -128,8 +128,7 @@ class _ExportedHead(torch.nn.Module):
 def export_onnx(model: str | os.PathLike, output: str | os.PathLike, precision: str = "fp32",
                 opset: int = DEFAULT_OPSET) -> ExportReport:
     """Export the checkpoint directory `model` to `output` (.onnx), check it, write the sidecar."""
-    import onnxruntime  # noqa: F401  (the export extra; fail before the work)
-
+    require_onnx()
     if precision not in EXPORT_PRECISIONS:
         raise BertkitError(f"precision: export onnx writes {' or '.join(EXPORT_PRECISIONS)}, got {precision!r} "
                            "(bf16 ONNX models do not run on ONNX Runtime's CPU provider)")
@@ -156,6 +155,15 @@ def export_onnx(model: str | os.PathLike, output: str | os.PathLike, precision: 
     _check(report, loaded, wrapper, input_names)
     report.sidecar = _write_sidecar(report, loaded, family, input_names)
     return report
+
+
+def require_onnx() -> None:
+    """A one-line error when the `export` extra (onnx, onnxruntime) is not installed."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise BertkitError("export onnx needs the onnx and onnxruntime packages: pip install 'bertkit[export]'") from None
 
 
 def _quantize(fp32_path: Path, output: Path) -> None:
