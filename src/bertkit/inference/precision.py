@@ -7,10 +7,10 @@
   linear quantizes activations to 7 bits (`reduce_range`), the safe choice for CPUs
   without VNNI, whose u8*s8 pair sums saturate at 16 bits; on a VNNI CPU the full 8 bits
   are safe, and on all-MiniLM-L6-v2 they lift the embeddings' cosine to fp32 from 0.96
-  to 0.99 (min over a test set) and run faster: bertkit.inference.quantization uses them there. This is
-  the quantization ONNX Runtime applies (`quantize_dynamic(per_channel=True)`, what
-  `bertkit export onnx --precision int8` writes), at the same speed here, and it keeps
-  every bertkit model and output (hidden states, attentions, heads) available.
+  to 0.99 (min over a test set) and run faster: bertkit.inference.quantization uses them
+  there. This is the quantization ONNX Runtime applies (`quantize_dynamic(per_channel=True)`,
+  what `bertkit export onnx --precision int8` writes), which was no faster here (rough
+  checks), and it keeps every bertkit model and output (hidden states, attentions, heads).
 - "bf16": weights and compute in bfloat16 (AVX-512 BF16 on CPU, tensor cores on GPU).
 
 Callers keep their dtype contract: logits and embeddings come back float32 whatever the
