@@ -37,6 +37,10 @@ _EXPORTS = {
     "evaluate": "bertkit.inference.evaluation",
     "BertkitError": "bertkit.errors",
     "export_onnx": "bertkit.inference.onnx_export",
+    "T5Config": "bertkit.model.t5",
+    "T5Model": "bertkit.model.t5",
+    "T5ForConditionalGeneration": "bertkit.model.t5",
+    "T5EncoderModel": "bertkit.model.t5",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

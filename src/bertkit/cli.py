@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "bertkit.commands.finetune",
     "bertkit.commands.predict",
     "bertkit.commands.pretrain",
+    "bertkit.commands.serve",
     "bertkit.commands.tokenizer",
 ]
 

@@ -29,8 +29,10 @@ PATH_FIELDS = ("data", "output_dir", "init_from")  # stored absolute in run_conf
 class PretrainConfig(TrainingConfig):
     """A pre-training run: the loop's fields plus data, model and masking.
 
-    `model` holds BertConfig overrides for the preset (e.g. {"hidden_dropout_prob": 0.0});
-    on the command line they are `--set model.hidden_dropout_prob=0`."""
+    `model` holds overrides of the objective's model config for the preset (e.g.
+    {"hidden_dropout_prob": 0.0}); on the command line they are `--set model.hidden_dropout_prob=0`.
+    An objective whose model is another family's names its default size in its
+    `config_defaults` (e.g. {"preset": "t5-mini"})."""
 
     data: str = ""
     output_dir: str = ""
@@ -156,7 +158,8 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
                 f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
                 f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
             )
-        if model.config.max_position_embeddings < info.max_seq_length:
+        limit = getattr(model.config, "max_position_embeddings", None)  # None: relative positions (T5)
+        if limit is not None and limit < info.max_seq_length:
             raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
                                f"max_position_embeddings {model.config.max_position_embeddings}")
         fresh = fresh_keys(model)

@@ -174,7 +174,7 @@ def test_roberta_text_with_bert_mask_names_the_right_token(roberta_dir):
 
 
 def test_every_family_names_its_masked_lm_head():
-    for family in MODEL_FAMILIES.values():
+    for family in (family for family in MODEL_FAMILIES.values() if family.can_fill_mask):
         mlm = family.masked_lm()
         config = family.config_class().from_preset("tiny", vocab_size=64)
         keys = list(mlm.model_class()(config).state_dict())

@@ -259,10 +259,12 @@ def test_a_caller_runs_the_toy_model_unchanged(toy_family):
 
 def test_the_four_families_stand_on_the_contract():
     assert issubclass(BertConfig, PretrainedConfig) and issubclass(BertPreTrainedModel, PreTrainedModel)
-    for model_type, family in families.MODEL_FAMILIES.items():
+    for model_type, family in families.MODEL_FAMILIES.items():  # every family, encoder or not
         assert issubclass(family.config_class(), PretrainedConfig)
         assert issubclass(family.backbone_class(), PreTrainedModel)
         assert all(issubclass(family.task_class(task), PreTrainedModel) for task in family.task_families)
+    for model_type in ("bert", "roberta", "electra", "albert"):
+        family = families.MODEL_FAMILIES[model_type]
         assert family.input_names == ("input_ids", "token_type_ids", "attention_mask")
         assert family.can_fill_mask and not family.can_generate
         assert issubclass(family.masked_lm().model_class(), PreTrainedModel)

@@ -214,8 +214,8 @@ def test_non_bert_teacher_is_refused_in_one_line(family, setup, tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1, err
     assert err == (f"bertkit: error: {teacher}: general distillation takes a teacher of model_type 'bert', got "
-                   f"'{family}'; task distillation (--task) takes bert, albert, roberta, electra teachers fine-tuned "
-                   "on the task")
+                   f"'{family}'; task distillation (--task) takes bert, albert, roberta, electra, t5 teachers "
+                   "fine-tuned on the task")
     assert not out.exists()
 
 

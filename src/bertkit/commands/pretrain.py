@@ -24,7 +24,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data", help="data directory from `bertkit data build`")
     p.add_argument("--output-dir", help="run folder: checkpoints, final/, metrics.jsonl, report.md, curves")
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
-    p.add_argument("--preset", choices=list(PRESETS), help="model size for a fresh model (default: mini)")
+    p.add_argument("--preset", choices=list(PRESETS),
+                   help="model size for a fresh model (default: mini, or the objective's own)")
     p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
@@ -65,6 +66,10 @@ class _PretrainParser(argparse.ArgumentParser):
                     group.add_argument(f"--{name.replace('_', '-')}", dest=name, **metavar, **kwargs)
                     names.append(name)
         self.setting_flags = tuple(names)
+        preset = next(action for action in self._actions if action.dest == "preset")  # every objective's sizes
+        for objective in OBJECTIVES:
+            preset.choices += [name for name in get_objective(objective).config_class.presets
+                               if name not in preset.choices]
         self.set_defaults(setting_flags=self.setting_flags)  # run() reads them off the namespace
 
 

@@ -19,9 +19,10 @@ def check_general_teacher(directory: str | Path) -> None:
 
     model_type = read_model_type(directory)
     if model_type not in GENERAL_TEACHER_TYPES:
+        with_heads = [name for name, family in MODEL_FAMILIES.items() if family.tasks]
         raise BertkitError(f"{directory}: general distillation takes a teacher of model_type "
                            f"{' or '.join(map(repr, GENERAL_TEACHER_TYPES))}, got {model_type!r}; task distillation "
-                           f"(--task) takes {', '.join(MODEL_FAMILIES)} teachers fine-tuned on the task")
+                           f"(--task) takes {', '.join(with_heads)} teachers fine-tuned on the task")
 
 
 def load_teacher(cls, directory: str | Path, **kwargs) -> nn.Module:

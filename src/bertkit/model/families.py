@@ -146,6 +146,11 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
+    "t5": ModelFamily("t5", "bertkit.model.t5:T5Config", "bertkit.model.t5:T5Model", "transformer", {
+        "classification": "bertkit.model.t5:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
+    },
+                      input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
+                      can_generate=True),
 }
 
 

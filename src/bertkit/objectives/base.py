@@ -28,6 +28,7 @@ from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
 from bertkit.objectives.settings import ObjectiveSettings
+from bertkit.pretrained_config import PretrainedConfig
 from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
@@ -39,7 +40,7 @@ class PretrainingObjective(TrainingProgram):
     name = ""
     data_formats: tuple[str, ...] = ("nsp", "packed", "sop")  # instance formats this objective trains on
     settings_class: type[ObjectiveSettings] = ObjectiveSettings  # its own settings (none by default)
-    config_class = BertConfig  # the model config a preset becomes (a BertConfig subclass for other families)
+    config_class = BertConfig  # the model config a preset becomes (another family's config for other families)
     model_class: type[nn.Module] | None = None  # what the default build_model / load_model make
     # why the objective needs data built with --masking dynamic (it masks as it loads, or not at
     # all), completing "objective X ..."; None: static masks are fine
@@ -196,9 +197,12 @@ def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
 
 
 def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_id: int, overrides: dict[str, Any],
-                  config_class: type[BertConfig] = BertConfig) -> BertConfig:
-    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`."""
+                  config_class: type[PretrainedConfig] = BertConfig) -> PretrainedConfig:
+    """A named size for a tokenizer's vocabulary; `overrides` are fields of `config_class`.
+    The data's sizes fill the fields `config_class` has (a family with relative positions,
+    such as T5, has no `max_position_embeddings`)."""
     values = {"vocab_size": vocab_size, "max_position_embeddings": max(512, max_seq_length), "pad_token_id": pad_token_id}
+    values = {name: value for name, value in values.items() if name in config_class.__dataclass_fields__}
     return config_class.from_preset(preset, **{**values, **overrides})
 
 

@@ -445,6 +445,19 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
     return results
 
 
+def input_tokens(tokenizer, spec, item: Any, max_seq_length: int) -> tuple[int, bool]:
+    """[CLS] text [SEP] (pair [SEP]) as `encode` builds it: longer than max_seq_length is trimmed."""
+    from bertkit.tasks import hooks
+
+    if isinstance(item, tuple) and len(item) == 2 and all(isinstance(t, str) for t in item):
+        length = len(tokenizer(item[0], item[1])["input_ids"])
+    elif isinstance(item, str):
+        length = len(tokenizer(item)["input_ids"])
+    else:  # not a classification input: `predict` names the problem
+        return hooks.input_tokens(tokenizer, spec, item, max_seq_length)
+    return min(length, max_seq_length), length > max_seq_length
+
+
 def inputs_from_texts(texts: list[str], spec) -> list[Any]:
     if not spec.has_pairs:
         return list(texts)

@@ -31,6 +31,10 @@ Prediction:
   None: one input per line, or per JSONL record through `input_from_record(record, spec,
   path, line_no, text_field, pair_field)`), `input_from_line(text, spec, source)`, and
   `echo(item) -> dict`: the input as printed before the result.
+- `input_tokens(tokenizer, spec, item, max_seq_length) -> (tokens, truncated)`: the real
+  tokens one `predict` input costs the model and whether encoding it cuts text off (a
+  server's batch budget and its --truncate check). The default counts the item's texts as
+  one sequence and never truncates: the families using it (tagging, QA) window long inputs.
 Export:
 - `input_axes() -> tuple[str, ...]`: the axes of the model's token inputs, named as
   optimum names them (`bertkit export onnx`'s dynamic axes): ("batch_size",
@@ -47,7 +51,7 @@ from bertkit.errors import BertkitError
 
 HOOKS = ("spec_from_config", "head_config", "metrics", "evaluation_label_map", "describe", "report_details",
          "report_sections", "report_files", "write_dev_predictions", "dev_plots", "predict", "inputs_from_texts",
-         "inputs_from_file", "input_from_record", "input_from_line", "echo", "input_axes")
+         "inputs_from_file", "input_from_record", "input_from_line", "echo", "input_tokens", "input_axes")
 INPUT_SOURCE = "<input>"  # where a `predict` input came from, in its error messages
 
 
@@ -155,6 +159,23 @@ def tab_pair(text: str, source: str) -> tuple[str, str]:
 
 def echo(item: Any) -> dict[str, Any]:
     return {"text": item}
+
+
+def input_tokens(tokenizer, spec, item: Any, max_seq_length: int) -> tuple[int, bool]:
+    texts = list(_texts_in(item))
+    return len(tokenizer(" ".join(texts))["input_ids"]), False
+
+
+def _texts_in(item: Any):
+    """Every string inside a predict input (a text, a tuple or list of them, a dict's values)."""
+    if isinstance(item, str):
+        yield item
+    elif isinstance(item, (list, tuple)):
+        for part in item:
+            yield from _texts_in(part)
+    elif isinstance(item, dict):
+        for part in item.values():
+            yield from _texts_in(part)
 
 
 # ---------------------------------------------------------------------------- export

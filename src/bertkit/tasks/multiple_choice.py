@@ -337,6 +337,18 @@ def _context_and_choices(item: Any, source: str) -> tuple[str, list[str]]:
     return context, list(choices)
 
 
+def input_tokens(tokenizer, spec, item: Any, max_seq_length: int) -> tuple[int, bool]:
+    """One (context, choice) sequence per choice, each trimmed to max_seq_length as `encode` does."""
+    from bertkit.tasks import hooks
+
+    try:
+        context, choices = _context_and_choices(item, "")
+    except BertkitError:  # not a multiple-choice input: `predict` names the problem
+        return hooks.input_tokens(tokenizer, spec, item, max_seq_length)
+    lengths = [len(ids) for ids in tokenizer([context] * len(choices), choices)["input_ids"]]
+    return sum(min(n, max_seq_length) for n in lengths), max(lengths) > max_seq_length
+
+
 def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, progress: bool) -> list[dict[str, Any]]:
     """{"context": ..., "choices": [...]} or (context, [choices]) -> the chosen index, its
     probability and every choice's."""

@@ -125,7 +125,9 @@ class TaskSpec:
         from bertkit.tasks.registry import get_task_family
 
         entry = get_task_family(family)
-        max_length = min(entry.max_seq_length or INFERRED_MAX_SEQ_LENGTH, config.max_position_embeddings)
+        max_length = entry.max_seq_length or INFERRED_MAX_SEQ_LENGTH
+        limit = getattr(config, "max_position_embeddings", None)  # None: relative positions (T5), no table
+        max_length = min(max_length, limit) if limit is not None else max_length
         return cls(**{"family": family, "text_column": "text", "max_seq_length": max_length,
                       **entry.hook("spec_from_config")(config)})
 

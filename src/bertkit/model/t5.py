@@ -1,0 +1,447 @@
+"""T5 (Raffel et al. 2020): the encoder-decoder of text-to-text transfer.
+
+`T5Config` has transformers' field names and defaults; `T5Model` (encoder + decoder),
+`T5ForConditionalGeneration` (+ the vocabulary head, loss with `labels`) and
+`T5EncoderModel` (the encoder alone) have transformers' parameter names (`shared`,
+`encoder.block.N.layer.0.SelfAttention.q`, `decoder.block.N.layer.1.EncDecAttention.k`,
+`encoder.final_layer_norm`, `lm_head`, ...), so state dicts load both ways. The blocks
+live in bertkit.model.t5_layers.
+
+The two published variants:
+- v1.0 (`feed_forward_proj="relu"`, `tie_word_embeddings=True`): the vocabulary head is
+  the `shared` embedding matrix and the decoder output is scaled by d_model^-0.5 first;
+- v1.1 (`"gated-gelu"`, `tie_word_embeddings=False`): a separate `lm_head`, no rescale.
+`scale_decoder_outputs` (transformers 5's name) says whether the rescale applies; None
+means "as tie_word_embeddings". transformers 5 ties the head in every T5 it builds and
+writes `scale_decoder_outputs` to say which variant it is; it unties the head when a
+checkpoint holds an `lm_head.weight` that differs from `shared.weight`, which is how
+bertkit saves an untied model.
+
+The KV cache (`past_key_values`): a tuple over decoder layers of (self_key, self_value,
+cross_key, cross_value), each (B, heads, length, d_kv), batch first so beams reorder with
+`index_select(0, idx)`. With a cache the decoder takes only the new `decoder_input_ids`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.errors import ConfigError
+from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
+from bertkit.model.pretrained import PreTrainedModel
+from bertkit.model.t5_layers import (
+    LayerCache,
+    T5Attention,
+    T5DenseActDense,
+    T5DenseGatedActDense,
+    T5LayerNorm,
+    T5Stack,
+)
+from bertkit.model.task_heads import problem_type, sequence_classification_loss
+from bertkit.pretrained_config import PretrainedConfig
+
+IGNORE_INDEX = -100
+GATED_ACTIVATION = {"gelu": "gelu_new"}  # transformers' "gated-gelu" is the tanh approximation
+
+
+def _preset(d_model: int, d_ff: int, num_layers: int, num_heads: int, d_kv: int, v1_1: bool) -> dict[str, Any]:
+    variant = dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False) if v1_1 else {}
+    return dict(d_model=d_model, d_ff=d_ff, num_layers=num_layers, num_heads=num_heads, d_kv=d_kv, **variant)
+
+
+# small / base: the published google-t5/t5-small and t5-base shapes (v1.0); tiny / mini for
+# pre-training from scratch here, in the v1.1 recipe (gated-GELU, untied head)
+T5_PRESETS: dict[str, dict[str, Any]] = {
+    "t5-tiny": _preset(128, 512, 2, 4, 32, v1_1=True),
+    "t5-mini": _preset(256, 1024, 4, 4, 64, v1_1=True),
+    "t5-small": _preset(512, 2048, 6, 8, 64, v1_1=False),
+    "t5-base": _preset(768, 3072, 12, 12, 64, v1_1=False),
+}
+
+
+@dataclass
+class T5Config(PretrainedConfig):
+    """transformers' `T5Config` fields and defaults (t5-small sizes). `num_decoder_layers`
+    None = num_layers; `scale_decoder_outputs` None = tie_word_embeddings."""
+
+    vocab_size: int = 32128
+    d_model: int = 512
+    d_kv: int = 64
+    d_ff: int = 2048
+    num_layers: int = 6
+    num_decoder_layers: int | None = None
+    num_heads: int = 8
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    dropout_rate: float = 0.1
+    layer_norm_epsilon: float = 1e-6
+    initializer_factor: float = 1.0
+    feed_forward_proj: str = "relu"
+    tie_word_embeddings: bool = True
+    scale_decoder_outputs: bool | None = None
+    is_encoder_decoder: bool = True
+    pad_token_id: int = 0
+    eos_token_id: int = 1
+    decoder_start_token_id: int = 0
+    classifier_dropout: float = 0.0
+    model_type: str = "t5"
+
+    # what transformers derives from feed_forward_proj (and writes): carried, recomputed here;
+    # n_positions / output_past: fields of the published checkpoints' config.json, unused
+    carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {
+        "dense_act_fn", "is_gated_act", "n_positions", "output_past"}
+    presets: ClassVar[dict[str, dict[str, Any]]] = T5_PRESETS
+
+    def __post_init__(self) -> None:
+        if self.num_decoder_layers is None:
+            self.num_decoder_layers = self.num_layers
+        if self.scale_decoder_outputs is None:
+            self.scale_decoder_outputs = bool(self.tie_word_embeddings)
+        super().__post_init__()
+
+    @property
+    def is_gated_act(self) -> bool:
+        return self.feed_forward_proj.startswith("gated-")
+
+    @property
+    def dense_act_fn(self) -> str:
+        name = self.feed_forward_proj.removeprefix("gated-")
+        return GATED_ACTIVATION.get(name, name) if self.is_gated_act else name
+
+    # transformers' generic names for the sizes
+    @property
+    def hidden_size(self) -> int:
+        return self.d_model
+
+    @property
+    def num_attention_heads(self) -> int:
+        return self.num_heads
+
+    @property
+    def num_hidden_layers(self) -> int:
+        return self.num_layers
+
+    def to_dict(self) -> dict[str, Any]:
+        values = super().to_dict()
+        values.update(dense_act_fn=self.dense_act_fn, is_gated_act=self.is_gated_act)  # as transformers writes them
+        return values
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
+                     "relative_attention_num_buckets", "relative_attention_max_distance"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"field {name!r} must be a positive integer, got {value!r}")
+        if self.relative_attention_num_buckets < 4:
+            raise ConfigError(f"field 'relative_attention_num_buckets' must be at least 4, "
+                              f"got {self.relative_attention_num_buckets}")
+        for name in ("dropout_rate", "classifier_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"field {name!r} must be in [0, 1), got {value!r}")
+        for name in ("layer_norm_epsilon", "initializer_factor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"field {name!r} must be a positive number, got {value!r}")
+        parts = self.feed_forward_proj.split("-") if isinstance(self.feed_forward_proj, str) else []
+        if not (len(parts) == 1 or (len(parts) == 2 and parts[0] == "gated")) or parts[-1] not in ACTIVATIONS:
+            raise ConfigError(f"field 'feed_forward_proj' must be ACT or gated-ACT with ACT one of "
+                              f"{', '.join(ACTIVATIONS)} (e.g. relu, gated-gelu), got {self.feed_forward_proj!r}")
+        for name in ("tie_word_embeddings", "scale_decoder_outputs", "is_encoder_decoder"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"field {name!r} must be true or false, got {getattr(self, name)!r}")
+        for name in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+                raise ConfigError(f"field {name!r} must be a token id in [0, {self.vocab_size}), got {value!r}")
+
+
+@dataclass
+class Seq2SeqModelOutput(ModelOutput):
+    """last_hidden_state: the decoder's (B, T, d_model); past_key_values: per decoder layer
+    (self_key, self_value, cross_key, cross_value) (B, heads, length, d_kv) when use_cache;
+    encoder_last_hidden_state (B, S, d_model); hidden states: L + 1 tensors each (every
+    block's input, then the final normed output)."""
+
+    last_hidden_state: torch.Tensor
+    past_key_values: tuple[LayerCache, ...] | None = None
+    decoder_hidden_states: tuple[torch.Tensor, ...] | None = None
+    encoder_last_hidden_state: torch.Tensor | None = None
+    encoder_hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+@dataclass
+class Seq2SeqLMOutput(ModelOutput):
+    """loss: mean CE over the target positions with label != -100; logits (B, T, V);
+    the rest as `Seq2SeqModelOutput`."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    past_key_values: tuple[LayerCache, ...] | None = None
+    decoder_hidden_states: tuple[torch.Tensor, ...] | None = None
+    encoder_last_hidden_state: torch.Tensor | None = None
+    encoder_hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+class T5Encoder(T5Stack):
+    """The encoder stack as a module of its own: `encoder(input_ids=..., attention_mask=...)`
+    -> an output with `last_hidden_state` (B, S, d_model) (and `hidden_states` when asked)."""
+
+    def __init__(self, config: T5Config, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens, is_decoder=False)
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = False, inputs_embeds: torch.Tensor | None = None,
+                return_dict: bool = True) -> BertModelOutput:
+        hidden, _, all_hidden = super().forward(input_ids, attention_mask, output_hidden_states=output_hidden_states,
+                                                inputs_embeds=inputs_embeds)
+        return BertModelOutput(last_hidden_state=hidden, hidden_states=all_hidden)
+
+
+class T5PreTrainedModel(PreTrainedModel):
+    """Config, transformers' init and the checkpoint layout shared by the T5 models."""
+
+    config_class = T5Config
+    base_model_prefix = "transformer"  # transformers' (never a prefix of T5 checkpoints' keys)
+    optional_prefixes = ("lm_head.",)
+    # the stacks' `embed_tokens` are `shared` itself; transformers may store the copies
+    derived_keys = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+
+    def _init_module(self, module: nn.Module) -> None:
+        """transformers' T5 init (`initializer_factor` scales every std)."""
+        factor = self.config.initializer_factor
+        d_model, d_kv, d_ff, heads = self.config.d_model, self.config.d_kv, self.config.d_ff, self.config.num_heads
+        if isinstance(module, T5LayerNorm):
+            nn.init.constant_(module.weight, factor)
+        elif isinstance(module, T5PreTrainedModel):
+            nn.init.normal_(module.shared.weight, 0.0, factor)
+            if isinstance(getattr(module, "lm_head", None), nn.Linear):
+                nn.init.normal_(module.lm_head.weight, 0.0, factor)
+        elif isinstance(module, T5DenseActDense):
+            nn.init.normal_(module.wi.weight, 0.0, factor * d_model**-0.5)
+            nn.init.normal_(module.wo.weight, 0.0, factor * d_ff**-0.5)
+        elif isinstance(module, T5DenseGatedActDense):
+            nn.init.normal_(module.wi_0.weight, 0.0, factor * d_model**-0.5)
+            nn.init.normal_(module.wi_1.weight, 0.0, factor * d_model**-0.5)
+            nn.init.normal_(module.wo.weight, 0.0, factor * d_ff**-0.5)
+        elif isinstance(module, T5Attention):
+            nn.init.normal_(module.q.weight, 0.0, factor * (d_model * d_kv) ** -0.5)
+            nn.init.normal_(module.k.weight, 0.0, factor * d_model**-0.5)
+            nn.init.normal_(module.v.weight, 0.0, factor * d_model**-0.5)
+            nn.init.normal_(module.o.weight, 0.0, factor * (heads * d_kv) ** -0.5)
+            if module.has_relative_attention_bias:
+                nn.init.normal_(module.relative_attention_bias.weight, 0.0, factor * d_model**-0.5)
+
+    def state_from_checkpoint(self, state: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
+        """Drop what carries no state here: a tied head's copy of `shared` (older
+        transformers wrote it) and the decoder's cross-attention bias transformers ignores."""
+        dropped = ["decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"]
+        if not isinstance(getattr(self, "lm_head", None), nn.Linear):
+            dropped.append("lm_head.weight")
+        return {k: v for k, v in state.items() if k not in dropped}
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def get_encoder(self) -> T5Encoder:
+        return self.encoder
+
+
+def _encoder_hidden(encoder_outputs: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+    """An encoder output (with `last_hidden_state`) or a tuple whose [0] is it -> (hidden, hidden states)."""
+    if hasattr(encoder_outputs, "last_hidden_state"):
+        return encoder_outputs.last_hidden_state, getattr(encoder_outputs, "hidden_states", None)
+    return encoder_outputs[0], (encoder_outputs[1] if len(encoder_outputs) > 1 else None)
+
+
+class T5Model(T5PreTrainedModel):
+    """The bare encoder-decoder: (input_ids, decoder_input_ids) -> the decoder's hidden states."""
+
+    def __init__(self, config: T5Config):
+        super().__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = T5Encoder(config, self.shared)
+        self.decoder = T5Stack(config, self.shared, is_decoder=True)
+        self.init_weights()
+
+    def shift_right(self, labels: torch.Tensor) -> torch.Tensor:
+        """Decoder inputs for `labels` (B, T): decoder_start_token_id, then labels[:, :-1],
+        -100 replaced by the pad id (transformers' `_shift_right`)."""
+        shifted = torch.full_like(labels, self.config.decoder_start_token_id)
+        shifted[:, 1:] = labels[:, :-1]
+        return shifted.masked_fill(shifted == IGNORE_INDEX, self.config.pad_token_id)
+
+    _shift_right = shift_right  # transformers' name
+
+    def encode_and_decode(
+        self, input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs,
+        past_key_values, use_cache, output_hidden_states,
+    ) -> Seq2SeqModelOutput:
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                           output_hidden_states=output_hidden_states)
+        encoder_hidden, encoder_all = _encoder_hidden(encoder_outputs)
+        hidden, cache, decoder_all = self.decoder(
+            decoder_input_ids, decoder_attention_mask, encoder_hidden, attention_mask, past_key_values,
+            use_cache=bool(use_cache), output_hidden_states=output_hidden_states,
+        )
+        return Seq2SeqModelOutput(last_hidden_state=hidden, past_key_values=cache, decoder_hidden_states=decoder_all,
+                                  encoder_last_hidden_state=encoder_hidden, encoder_hidden_states=encoder_all)
+
+    def forward(
+        self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: Any = None, past_key_values: tuple[LayerCache, ...] | None = None,
+        use_cache: bool | None = None, output_hidden_states: bool = False, return_dict: bool = True,
+    ) -> Seq2SeqModelOutput:
+        """input_ids / attention_mask (B, S); decoder_input_ids / decoder_attention_mask (B, T)
+        (1 = real token); `encoder_outputs` skips the encoder. -> Seq2SeqModelOutput."""
+        return self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
+                                      encoder_outputs, past_key_values, use_cache, output_hidden_states)
+
+
+class T5ForConditionalGeneration(T5Model):
+    """T5Model + the vocabulary head: tied to `shared` with the d_model^-0.5 rescale (v1.0)
+    or its own `lm_head` (v1.1). `labels` (B, T) give the loss and, when no
+    decoder_input_ids are given, the decoder inputs (labels shifted right)."""
+
+    def __init__(self, config: T5Config):
+        T5PreTrainedModel.__init__(self, config)  # not T5Model's: the head must exist before init_weights
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = T5Encoder(config, self.shared)
+        self.decoder = T5Stack(config, self.shared, is_decoder=True)
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.init_weights()
+
+    def output_embeddings(self) -> torch.Tensor:
+        """The (V, d_model) vocabulary matrix: `lm_head`'s or, tied, `shared`'s."""
+        head = getattr(self, "lm_head", None)
+        return head.weight if head is not None else self.shared.weight
+
+    def vocabulary_logits(self, decoder_hidden: torch.Tensor) -> torch.Tensor:
+        """(..., d_model) decoder output -> (..., V) logits."""
+        if self.config.scale_decoder_outputs:
+            decoder_hidden = decoder_hidden * self.config.d_model**-0.5
+        return F.linear(decoder_hidden, self.output_embeddings())
+
+    def loss_and_logits(self, decoder_hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """decoder_hidden (B, T, d_model), labels (B, T) all real targets (span corruption's
+        fixed-length ones) -> (mean CE, logits (B, T, V)): the head and the loss fused
+        (bertkit.model.heads.decoder_cross_entropy), the logits' values unchanged."""
+        if self.config.scale_decoder_outputs:
+            decoder_hidden = decoder_hidden * self.config.d_model**-0.5
+        weight = self.output_embeddings()
+        no_bias = weight.new_zeros(weight.shape[0])  # T5's head has none
+        loss, logits = decoder_cross_entropy(decoder_hidden.reshape(-1, decoder_hidden.shape[-1]), weight, no_bias,
+                                             labels.reshape(-1))
+        return loss, logits.view(*labels.shape, -1)
+
+    def forward(
+        self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: Any = None, past_key_values: tuple[LayerCache, ...] | None = None,
+        use_cache: bool | None = None, labels: torch.Tensor | None = None, output_hidden_states: bool = False,
+        return_dict: bool = True,
+    ) -> Seq2SeqLMOutput:
+        """As T5Model.forward, plus labels (B, T) target ids (-100 = ignored) -> loss.
+        logits: (B, T, V) float."""
+        if labels is not None and decoder_input_ids is None:
+            decoder_input_ids = self.shift_right(labels)
+        out = self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
+                                     encoder_outputs, past_key_values, use_cache, output_hidden_states)
+        if labels is not None and bool((labels != IGNORE_INDEX).all()):
+            loss, logits = self.loss_and_logits(out.last_hidden_state, labels)
+        else:
+            logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
+            loss = None if labels is None else F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+        return Seq2SeqLMOutput(loss=loss, logits=logits, past_key_values=out.past_key_values,
+                               decoder_hidden_states=out.decoder_hidden_states,
+                               encoder_last_hidden_state=out.encoder_last_hidden_state,
+                               encoder_hidden_states=out.encoder_hidden_states)
+
+
+class T5EncoderModel(T5PreTrainedModel):
+    """The encoder alone: (input_ids, attention_mask) -> last_hidden_state (B, S, d_model)."""
+
+    def __init__(self, config: T5Config):
+        super().__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = T5Encoder(config, self.shared)
+        self.init_weights()
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                output_hidden_states: bool = False, return_dict: bool = True) -> BertModelOutput:
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                            output_hidden_states=output_hidden_states)
+
+
+class T5ClassificationHead(nn.Module):
+    """transformers' T5 classification head (`dense`, `out_proj`): (B, d_model) pooled ->
+    dropout -> dense -> tanh -> dropout -> (B, num_labels)."""
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.out_proj = nn.Linear(config.d_model, config.num_labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))
+
+
+class T5EncoderForSequenceClassification(T5PreTrainedModel):
+    """T5's encoder (`transformer`, a T5EncoderModel) with a sequence classification head
+    on the mean of its final states over the real tokens (T5 has no [CLS]): the
+    `classification` task family's head for T5 checkpoints. transformers has no such
+    class (its T5ForSequenceClassification runs the decoder too), so this checkpoint loads
+    in bertkit only; its `transformer.` weights are T5EncoderModel's. Losses as
+    BertForSequenceClassification (by `problem_type`)."""
+
+    base_model_prefix = "transformer"
+    backbone_prefix = "transformer."
+    optional_prefixes = ("classification_head.",)
+
+    def __init__(self, config: T5Config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.transformer = T5EncoderModel(config)
+        self.classification_head = T5ClassificationHead(config)
+        self.init_weights()
+
+    def _init_module(self, module: nn.Module) -> None:
+        if isinstance(module, T5ClassificationHead):  # transformers' init of its T5 head
+            for linear in (module.dense, module.out_proj):
+                nn.init.normal_(linear.weight, 0.0, self.config.initializer_factor * self.config.d_model**-0.5)
+                nn.init.zeros_(linear.bias)
+        elif not isinstance(module, T5EncoderForSequenceClassification):
+            super()._init_module(module)
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, output_hidden_states: bool = False,
+                output_attentions: bool = False, return_dict: bool = True) -> SequenceClassifierOutput:
+        """input_ids, attention_mask (B, S); labels (B,) class ids, (B,) float for regression
+        or (B, K) float for multi-label -> logits (B, num_labels) and the loss."""
+        out = self.transformer(input_ids=input_ids, attention_mask=attention_mask,
+                               output_hidden_states=output_hidden_states)
+        hidden = out.last_hidden_state  # (B, S, d_model)
+        if attention_mask is None:
+            pooled = hidden.mean(dim=1)
+        else:
+            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, S, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        logits = self.classification_head(pooled)  # (B, K)
+        loss = None
+        if labels is not None:
+            loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, None)

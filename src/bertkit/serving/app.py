@@ -1,0 +1,100 @@
+"""The FastAPI application: the route table, the batching worker's life, errors as JSON,
+and a request metric for every answer.
+
+`create_app(served, config)` starts the batching worker when the app starts (uvicorn's
+lifespan) and stops it at shutdown. Every answer that is not a success is
+`{"error": "<one line>", "error_type": "..."}` with a 4xx status (5xx only for a bug or a
+stopped worker); no request can stop the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bertkit.serving.batching import Batcher
+from bertkit.serving.config import ServeConfig
+from bertkit.serving.metrics import Metrics
+from bertkit.serving.models import ServedModel
+from bertkit.serving.requests import HTTPProblem
+from bertkit.serving.routes import ROUTES, Route
+
+log = logging.getLogger("bertkit.serve")
+
+
+@dataclass
+class ServerState:
+    served: ServedModel
+    config: ServeConfig
+    batcher: Batcher
+    metrics: Metrics
+
+
+def error_response(status: int, error_type: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": message, "error_type": error_type}, status_code=status)
+
+
+def create_app(served: ServedModel, config: ServeConfig) -> FastAPI:
+    metrics = Metrics()
+    batcher = Batcher(served.runners(), config.max_batch_tokens, config.max_batch_requests, config.max_wait_ms,
+                      config.max_queue, on_batch=metrics.batch)
+    metrics.queue_depth = lambda: batcher.depth
+    state = ServerState(served, config, batcher, metrics)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        batcher.start()
+        try:
+            yield
+        finally:
+            batcher.stop()
+
+    app = FastAPI(title="bertkit serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.bertkit = state
+    for route in ROUTES:
+        app.add_api_route(route.path, _endpoint(state, route), methods=[route.method], name=route.path,
+                          summary=route.summary)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):  # unknown path, wrong method
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+        if exc.status_code == 404:
+            message += f"; routes: {', '.join(r.path for r in ROUTES)}"
+        return error_response(exc.status_code, kind, message)
+
+    @app.middleware("http")
+    async def record(request: Request, call_next):
+        start = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.request(route.path if route is not None else "unmatched", response.status_code,
+                        time.perf_counter() - start)
+        return response
+
+    return app
+
+
+def _endpoint(state: ServerState, route: Route):
+    async def endpoint(request: Request) -> Response:
+        try:
+            if route.needs is not None and not state.served.has(route.needs):
+                raise HTTPProblem(404, "not_served", f"{route.path}: not served for this model: "
+                                                     f"{state.served.missing.get(route.needs, route.needs)}")
+            result = await route.handler(state, request)
+        except HTTPProblem as problem:
+            return error_response(problem.status, problem.error_type, problem.message)
+        except Exception as exc:  # noqa: BLE001 - a bug answers 500; the server goes on
+            log.exception("%s %s failed", route.method, route.path)
+            return error_response(500, "internal", f"{route.path}: internal error ({type(exc).__name__}: {exc})")
+        return result if isinstance(result, Response) else JSONResponse(result)
+
+    endpoint.__name__ = "route_" + route.path.strip("/").replace("/", "_").replace("-", "_")
+    return endpoint

@@ -1,0 +1,204 @@
+"""What a served checkpoint can answer, loaded once, and how a batch of requests runs on it.
+
+`ServedModel.load(directory, precision)` loads each model the directory holds once, with
+the inference layer's loaders (bertkit.inference.loading): the task head model of a
+fine-tuned checkpoint (/predict), the masked-LM model when the checkpoint has an MLM head
+(/fill-mask), and an encoder for /embed (the task or masked-LM model's own encoder when
+there is one, so the weights are held once; else the bare encoder with its
+sentence-transformers pipeline). What is absent is recorded with the loader's reason,
+which the route answers with.
+
+The `run_*` methods take the jobs of one batch (bertkit.serving.batching), run their
+inputs together through `predict`, `embed` or `fill_mask` in one call — one forward pass
+when they fit — and give each job its own slice of the results. They run on the batching
+worker thread only: a tokenizer's truncation setting is per-instance state, so the event
+loop measures and tokenizes with its own copy (`tokenizer`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.inference.loading import LoadedModel, load_encoder, load_finetuned, load_masked_lm, max_tokens
+
+DEVICE = "cpu"  # embed and fill_mask run where their model is; the server keeps every model on the CPU
+
+
+def loader_options(loader, precision: str) -> dict[str, Any]:
+    """Keyword arguments that carry --precision to an inference loader: the one place it
+    reaches them. fp32 is every loader's default, so it passes nothing."""
+    if precision == "fp32":
+        return {}
+    if "precision" not in inspect.signature(loader).parameters:
+        raise BertkitError(f"precision: {precision} needs inference loaders that take precision=; "
+                           f"{loader.__module__}.{loader.__name__} does not")
+    return {"precision": precision}
+
+
+def is_finetuned(directory: Path) -> bool:
+    """A checkpoint `load_finetuned` reads: bertkit's task file, a feature tagger, or a
+    config.json whose architectures name a task head."""
+    from bertkit.model.families import architecture_task_families, load_config
+    from bertkit.tasks.feature_tagger import is_feature_tagger
+    from bertkit.tasks.programs import TASK_FILE
+
+    if (directory / TASK_FILE).is_file() or is_feature_tagger(directory):
+        return True
+    architectures = load_config(directory).extra.get("architectures") or []
+    return any(name in architecture_task_families() for name in architectures)
+
+
+@dataclass
+class ServedModel:
+    """directory; precision; task / encoder / masked_lm: the loaded models (None: absent,
+    `missing` says why); tokenizer: the event loop's own copy."""
+
+    directory: Path
+    precision: str
+    task: LoadedModel | None
+    encoder: LoadedModel | None
+    masked_lm: LoadedModel | None
+    tokenizer: Any
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, directory, precision: str = "fp32") -> "ServedModel":
+        from bertkit.inference.sentence_modules import read_sentence_modules
+        from bertkit.model.families import family_of
+        from bertkit.tasks.feature_tagger import is_feature_tagger
+        from bertkit.tokenization import Tokenizer
+
+        directory = Path(directory)
+        tagger = is_feature_tagger(directory)  # its folder holds the tagger; config.json is its encoder's
+        if not tagger:
+            if not (directory / "config.json").is_file():
+                raise BertkitError(f"--model {directory}: no config.json (expected a checkpoint directory)")
+            family_of(directory)  # an unknown model_type fails here, in one line
+        missing = {}
+        task = masked_lm = None
+        if is_finetuned(directory):
+            task = load_finetuned(directory, DEVICE, **loader_options(load_finetuned, precision))
+        else:
+            missing["task"] = f"{directory} is not a fine-tuned model (no task head); fine-tune it with `bertkit finetune`"
+        if tagger:
+            missing["masked_lm"] = f"{directory} is a feature-based tagger (no MLM head)"
+        else:
+            try:
+                masked_lm = load_masked_lm(directory, DEVICE, **loader_options(load_masked_lm, precision))
+            except BertkitError as exc:
+                missing["masked_lm"] = str(exc)
+        base = task or masked_lm
+        if base is not None and hasattr(base.backbone, "embeddings"):  # share the weights already loaded
+            encoder = LoadedModel(directory, base.model, base.tokenizer,
+                                  sentence_modules=read_sentence_modules(directory))
+        else:
+            encoder = load_encoder(directory, DEVICE, **loader_options(load_encoder, precision))
+        tokenizer = Tokenizer.from_pretrained(directory)  # the event loop's own (module docstring)
+        return cls(directory, precision, task, encoder, masked_lm, tokenizer, missing)
+
+    # ------------------------------------------------------------------ what it serves
+
+    def has(self, capability: str) -> bool:
+        return getattr(self, capability) is not None
+
+    @property
+    def embed_limit(self) -> int:
+        """Tokens an /embed input keeps: a sentence-transformers max_seq_length, else the position table."""
+        modules = self.encoder.sentence_modules
+        return (modules and modules.max_seq_length) or max_tokens(self.encoder.backbone)
+
+    @property
+    def predict_limit(self) -> int:
+        return self.task.spec.max_seq_length
+
+    @property
+    def fill_mask_limit(self) -> int:
+        return max_tokens(self.masked_lm.model)
+
+    @property
+    def default_normalize(self) -> bool:
+        """As `embed`: on when the checkpoint's sentence-transformers pipeline normalizes."""
+        modules = self.encoder.sentence_modules
+        return bool(modules and modules.normalize and modules.pooling != "none")
+
+    def info(self) -> dict[str, Any]:
+        config = self.encoder.config
+        task = self.task
+        labels = None
+        if task is not None and config.has_label_names and task.program_cls.task_family().label_names:
+            labels = [task.id2label[i] for i in sorted(task.id2label)]
+        return {
+            "model_dir": str(self.directory),
+            "model_id": self.directory.name,
+            "model_type": config.model_type,
+            "task": task.spec.family if task else None,
+            "labels": labels,
+            "precision": self.precision,
+            "hidden_size": config.hidden_size,
+            "max_input_length": {"embed": self.embed_limit,
+                                 "predict": self.predict_limit if task else None,
+                                 "fill_mask": self.fill_mask_limit if self.masked_lm else None},
+        }
+
+    # ------------------------------------------------------------------ measuring (event loop)
+
+    def text_lengths(self, texts: list[str]) -> list[int]:
+        """Tokens of each text, [CLS] and [SEP] included, before any truncation."""
+        return [len(ids) for ids in self.tokenizer(texts)["input_ids"]]
+
+    def predict_size(self, item: Any) -> tuple[int, bool]:
+        """(tokens, truncated) of one /predict input: the task family's `input_tokens` hook."""
+        hook = self.task.program_cls.task_family().hook("input_tokens")
+        return hook(self.tokenizer, self.task.spec, item, self.predict_limit)
+
+    # ------------------------------------------------------------------ running (worker thread)
+
+    def run_embed(self, jobs) -> list[np.ndarray]:
+        """Raw vectors of every job's texts in one `embed` call; each job normalizes its own."""
+        from bertkit.inference.embedding import embed
+
+        texts = [text for job in jobs for text in job.items]
+        vectors = embed(texts, self.encoder, normalize=False, batch_size=len(texts), max_length=self.embed_limit)
+        results = []
+        for job, part in zip(jobs, _split(vectors, jobs)):
+            if job.options.get("normalize", self.default_normalize):
+                part = part / np.maximum(np.linalg.norm(part, axis=-1, keepdims=True), 1e-12)
+            results.append(part)
+        return results
+
+    def run_predict(self, jobs) -> list[list[dict]]:
+        from bertkit.inference.prediction import Predictor
+
+        inputs = [item for job in jobs for item in job.items]
+        return _split(Predictor(self.task, batch_size=len(inputs))(inputs), jobs)
+
+    def run_fill_mask(self, jobs) -> list[list]:
+        """Every job's texts at the largest top_k asked; each job keeps its own top_k."""
+        from bertkit.inference.masked_lm import fill_mask
+
+        texts = [text for job in jobs for text in job.items]
+        top_k = max(job.options["top_k"] for job in jobs)
+        predictions = fill_mask(texts, self.masked_lm, top_k=top_k, batch_size=len(texts))
+        return [[[candidates[: job.options["top_k"]] for candidates in per_text] for per_text in part]
+                for job, part in zip(jobs, _split(predictions, jobs))]
+
+    def runners(self) -> dict[str, Any]:
+        """Batched task name -> runner, for what this model serves."""
+        wanted = {"embed": ("encoder", self.run_embed), "predict": ("task", self.run_predict),
+                  "fill-mask": ("masked_lm", self.run_fill_mask)}
+        return {name: run for name, (capability, run) in wanted.items() if self.has(capability)}
+
+
+def _split(results, jobs) -> list:
+    """Consecutive slices of `results`, one per job, as long as its items."""
+    parts, start = [], 0
+    for job in jobs:
+        parts.append(results[start : start + len(job.items)])
+        start += len(job.items)
+    return parts

@@ -1,0 +1,59 @@
+"""`bertkit serve` as a user runs it: a subprocess on a free loopback port answering until
+stopped; bad flags and a bad model directory are one line and exit 1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from bertkit.cli import main
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_command_answers_until_stopped(model_dirs):
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "bertkit", "serve", "--model", str(model_dirs["pair"]),
+                             "--host", "127.0.0.1", "--port", str(port), "--max-wait-ms", "1", "--log-level", "warning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "bertkit serve did not come up"
+            time.sleep(0.2)
+        answer = httpx.post(f"http://127.0.0.1:{port}/predict", json={"inputs": [["The cat sat.", "A cat sat."]]})
+        assert answer.status_code == 200 and answer.json()["predictions"][0]["label"] in ("equivalent", "not_equivalent")
+        assert httpx.get(f"http://127.0.0.1:{port}/info").json()["limits"]["max_wait_ms"] == 1
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+    assert f"serving {model_dirs['pair']} (classification, fp32) at http://127.0.0.1:{port}" in stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "/nonexistent/model"], "--model /nonexistent/model: no config.json"),
+    (["--max-batch-tokens", "0"], "max_batch_tokens: must be >= 1, got 0"),
+    (["--max-wait-ms", "-1"], "max_wait_ms: must be >= 0"),
+])
+def test_bad_flags_are_one_line(model_dirs, capsys, argv, message):
+    argv = ["serve", *(["--model", str(model_dirs["mlm"])] if "--model" not in argv else []), *argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("bertkit: error: ") and message in err and len(err.strip().splitlines()) == 1
