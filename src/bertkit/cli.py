@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "bertkit.commands.distill",
     "bertkit.commands.embed",
     "bertkit.commands.evaluate",
+    "bertkit.commands.export",
     "bertkit.commands.fill_mask",
     "bertkit.commands.finetune",
     "bertkit.commands.generate",
