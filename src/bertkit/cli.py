@@ -27,6 +27,8 @@ COMMAND_MODULES = [
     "bertkit.commands.pretrain",
     "bertkit.commands.serve",
     "bertkit.commands.tokenizer",
+    "bertkit.commands.inspect",
+    "bertkit.commands.report",
 ]
 
 
