@@ -32,8 +32,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("text", help="the sentence")
     p.add_argument("pair", nargs="?", help="a second sentence (a pair)")
     p.add_argument("--output", "-o", help="write the page to this HTML file instead of serving it")
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                   help="longest input shown; longer ones are cut with a note on the page (default: %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help=f"longest input shown; longer ones are cut with a note on the page (default: {DEFAULT_MAX_TOKENS}, "
+                        "or the model's position table when smaller)")
     p.add_argument("--top-k", type=int, default=DEFAULT_TOP_K, help="fill-mask candidates per token (default: %(default)s)")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
@@ -51,7 +52,7 @@ def free_port(host: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from bertkit.serving.models import ServedModel
 
-    if args.max_tokens < 2:
+    if args.max_tokens is not None and args.max_tokens < 2:
         raise BertkitError(f"--max-tokens: must be >= 2, got {args.max_tokens}")
     if args.top_k < 1:
         raise BertkitError(f"--top-k: must be >= 1, got {args.top_k}")
@@ -62,10 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
 def write_page(args: argparse.Namespace, served) -> int:
     from bertkit.atomic import write_text_atomic
+    from bertkit.inference.attention import DEFAULT_MAX_TOKENS
     from bertkit.pages.inspect import inspect_page
     from bertkit.serving.inspect import inspect_data
 
-    data = inspect_data(served, args.text, args.pair, args.max_tokens, args.top_k)
+    data = inspect_data(served, args.text, args.pair, args.max_tokens or DEFAULT_MAX_TOKENS, args.top_k)
     output = Path(args.output)
     if output.parent and not output.parent.is_dir():
         raise BertkitError(f"--output {output}: folder {output.parent} does not exist")
@@ -87,8 +89,8 @@ def serve_page(args: argparse.Namespace) -> int:
     port = args.port or free_port(args.host)
     config = ServeConfig(host=args.host, port=port, precision=args.precision)
     served = ServedModel.load(args.model, args.precision)
-    query = {"text": args.text, **({"pair": args.pair} if args.pair else {}), "max_tokens": args.max_tokens,
-             "top_k": args.top_k}
+    query = {"text": args.text, **({"pair": args.pair} if args.pair else {}),
+             **({"max_tokens": args.max_tokens} if args.max_tokens else {}), "top_k": args.top_k}
     url = f"http://{args.host}:{port}/inspect?{urlencode(query)}"
     print(url, flush=True)
     print("bertkit: serving the attention page (Ctrl-C to stop)", file=sys.stderr)

@@ -20,9 +20,11 @@ DEFAULT_TOP_K = 5
 
 def inspect_data(served, text: str, pair: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                  top_k: int = DEFAULT_TOP_K, live: bool = False) -> dict[str, Any]:
-    """The page data (bertkit.pages.inspect) of `text` (and `pair`) on a `ServedModel`."""
+    """The page data (bertkit.pages.inspect) of `text` (and `pair`) on a `ServedModel`;
+    `max_tokens` above the model's position table is the table's size."""
     from bertkit.pages.inspect import quantize
 
+    max_tokens = min(max_tokens, page_limit(served))
     attention = attention_map(text, served.encoder, pair=pair, max_length=max_tokens)
     data: dict[str, Any] = {
         "model": served.directory.name, "text": text, "pair": pair, "tokens": attention.tokens,
@@ -40,6 +42,13 @@ def inspect_data(served, text: str, pair: str | None = None, max_tokens: int = D
     else:
         data["prediction_note"] = f"No prediction: {served.missing.get('task', 'no task head')}"
     return data
+
+
+def page_limit(served) -> int:
+    """The most tokens a page can show: the encoder's position table."""
+    from bertkit.inference.loading import max_tokens
+
+    return max_tokens(served.encoder.backbone)
 
 
 def _prediction(served, text: str, pair: str | None) -> tuple[dict | None, str]:

@@ -200,7 +200,7 @@ async def inspect(state, request: Request):
     """The attention page (bertkit.pages.inspect) of ?text=...[&pair=...][&max_tokens=N][&top_k=K]."""
     from bertkit.inference.attention import DEFAULT_MAX_TOKENS
     from bertkit.pages.inspect import inspect_page
-    from bertkit.serving.inspect import DEFAULT_TOP_K
+    from bertkit.serving.inspect import DEFAULT_TOP_K, page_limit
 
     query = request.query_params
     unknown = sorted(set(query) - {"text", "pair", "max_tokens", "top_k"})
@@ -209,7 +209,8 @@ async def inspect(state, request: Request):
     text, pair = query.get("text", ""), query.get("pair") or None
     if not text.strip():
         raise invalid("text: required, a non-empty query parameter (GET /inspect?text=...&pair=...)")
-    max_tokens = _query_integer(query, "max_tokens", DEFAULT_MAX_TOKENS, 2, state.served.embed_limit)
+    limit = page_limit(state.served)
+    max_tokens = _query_integer(query, "max_tokens", min(DEFAULT_MAX_TOKENS, limit), 2, limit)
     top_k = _query_integer(query, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K)
     sizes = text_sizes(state, [text if pair is None else f"{text} {pair}"], max_tokens)
     data, _, _ = await run_batched(state, "/inspect", "inspect", [(text, pair)], sizes, max_tokens, True,
