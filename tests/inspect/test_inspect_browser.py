@@ -93,3 +93,31 @@ def test_long_input_shows_the_cap_note(mlm_dir, browser, tmp_path):
     assert browser.evaluate("document.querySelectorAll('#tokens .token').length") == 12
     assert "first 12 of 42 tokens" in browser.evaluate("document.getElementById('truncated').innerText")
     assert browser.errors == []
+
+
+def test_export_buttons_download_svg_and_png(page_file, browser, tmp_path):
+    import time
+    import xml.etree.ElementTree as ET
+
+    from PIL import Image
+
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    browser.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}, session=False)
+    browser.open(page_file.as_uri())
+    browser.click('#overview canvas.thumb[data-layer="1"][data-head="0"]')
+    browser.click("#export-svg")
+    browser.click("#export-png")
+    deadline = time.monotonic() + 10
+    names = {"attention-layer1.svg", "attention-layer1.png"}
+    while {p.name for p in downloads.iterdir()} != names:
+        assert time.monotonic() < deadline, sorted(p.name for p in downloads.iterdir())
+        time.sleep(0.1)
+    svg = ET.parse(downloads / "attention-layer1.svg").getroot()
+    lines = svg.findall(".//{http://www.w3.org/2000/svg}line")
+    assert len(lines) == browser.evaluate("document.querySelectorAll('#headview line.attn').length") > 0
+    width, height = (int(float(svg.get(k))) for k in ("width", "height"))
+    with Image.open(downloads / "attention-layer1.png") as png:
+        assert png.size == (2 * width, 2 * height)  # drawn at twice the page's scale
+        assert len(np.unique(np.asarray(png.convert("RGB")).reshape(-1, 3), axis=0)) > 10
+    assert browser.errors == []

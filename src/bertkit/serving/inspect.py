@@ -27,7 +27,7 @@ def inspect_data(served, text: str, pair: str | None = None, max_tokens: int = D
     max_tokens = min(max_tokens, page_limit(served))
     attention = attention_map(text, served.encoder, pair=pair, max_length=max_tokens)
     data: dict[str, Any] = {
-        "model": served.directory.name, "text": text, "pair": pair, "tokens": attention.tokens,
+        "model": "/".join(served.directory.parts[-2:]), "text": text, "pair": pair, "tokens": attention.tokens,
         "token_type_ids": attention.token_type_ids, "layers": int(attention.attentions.shape[0]),
         "heads": int(attention.attentions.shape[1]), "attention": quantize(attention.attentions),
         "min_weight": MIN_WEIGHT, "total_tokens": attention.total_tokens, "max_tokens": max_tokens, "live": live,
