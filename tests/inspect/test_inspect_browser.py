@@ -121,3 +121,27 @@ def test_export_buttons_download_svg_and_png(page_file, browser, tmp_path):
         assert png.size == (2 * width, 2 * height)  # drawn at twice the page's scale
         assert len(np.unique(np.asarray(png.convert("RGB")).reshape(-1, 3), axis=0)) > 10
     assert browser.errors == []
+
+
+def test_served_page_works_in_the_browser(mlm_dir, browser):
+    """The live page (GET /inspect on a running server) draws the same and its form re-inspects."""
+    import sys
+    from pathlib import Path
+    from urllib.parse import urlencode
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+    from _serving import running_server
+
+    with running_server(mlm_dir) as (base, _):
+        browser.open(f"{base}/inspect?{urlencode({'text': 'the cat sat.'})}")
+        assert browser.evaluate("document.body.dataset.ready") == "true"
+        assert browser.evaluate("[...document.querySelectorAll('#tokens .token')].map(t => t.textContent)") == \
+            ["[CLS]", "the", "cat", "sat", ".", "[SEP]"]
+        browser.evaluate("document.querySelector('form.again input[name=text]').value = 'a cat was sitting.'")
+        browser.events.clear()
+        browser.evaluate("document.querySelector('form.again').submit()")
+        browser.wait_for("Page.loadEventFired")
+        assert browser.evaluate("document.querySelectorAll('#tokens .token').length") == 7
+        browser.click('#tokens .token[data-index="2"]')
+        assert browser.evaluate("document.querySelectorAll('#fill-mask .candidates li').length") == 5
+        assert browser.errors == []

@@ -58,7 +58,7 @@ def test_written_page_is_self_contained(classifier_dir, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(out)
     page = out.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "a network reference"
-    assert "<script src" not in page and "<link" not in page
+    assert "<script src" not in page and 'rel="stylesheet"' not in page
     assert "function drawHeadView" in page and "#headview" in page  # the packaged JS and CSS, inlined
     data = page_data(page)
     assert data["text"] == "the cat sat." and data["pair"] is None and not data["live"]

@@ -36,5 +36,6 @@ def page(title: str, body: str, styles: tuple[str, ...] = ("page.css",), scripts
     js = "".join(f"<script>\n{asset_text(name)}\n</script>\n" for name in scripts)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            '<link rel="icon" href="data:,">\n'  # no favicon request: a served page would log a 404
             f"<title>{html.escape(title)}</title>\n<style>\n{css}\n</style>\n</head>\n"
             f"<body>\n{body}\n{js}</body>\n</html>\n")
