@@ -97,4 +97,5 @@ def test_markdown_subset():
     assert "<ol><li>first</li><li>second</li></ol>" in html
     assert "<pre><code>&lt;raw&gt; &amp; code</code></pre>" in html
     assert '<img alt="loss" src="data:loss.png">' in html
+    assert render("| | |\n|---|---|\n| k | v |") == "<table><tbody><tr><td>k</td><td>v</td></tr></tbody></table>"
     assert "<script>" not in html and "&lt;script&gt;" in html

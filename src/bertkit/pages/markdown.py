@@ -82,13 +82,15 @@ def render(markdown: str, image_src: Mapper = _same, link_href: Mapper = _same) 
             out.append(f"<h{level}>{fmt(heading.group(2))}</h{level}>")
             i += 1
         elif "|" in line and i + 1 < len(lines) and _TABLE_RULE.match(lines[i + 1]):
-            head = "".join(f"<th>{fmt(c)}</th>" for c in _cells(line))
+            header = _cells(line)
+            head = "".join(f"<th>{fmt(c)}</th>" for c in header)
             rows = []
             i += 2
             while i < len(lines) and "|" in lines[i] and lines[i].strip():
                 rows.append("<tr>" + "".join(f"<td>{fmt(c)}</td>" for c in _cells(lines[i])) + "</tr>")
                 i += 1
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            thead = f"<thead><tr>{head}</tr></thead>" if any(header) else ""  # "| | |": a key/value table
+            out.append(f"<table>{thead}<tbody>{''.join(rows)}</tbody></table>")
         elif _BULLET.match(line) or _NUMBERED.match(line):
             pattern, tag = (_BULLET, "ul") if _BULLET.match(line) else (_NUMBERED, "ol")
             items = []
