@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bertkit-installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,7 +21,18 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/bertkit demo
 
-test: $(STAMP)
+# Headless Chromium for the attention page's browser test (tests/inspect/test_inspect_browser.py):
+# installed with apt-get where that exists and we are root; never fails the target (the test
+# is skipped, saying why, without it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+	    echo "make: could not install chromium; the browser test will be skipped"; \
+	  else echo "make: no chromium (needs apt-get as root); the browser test will be skipped"; fi; }
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

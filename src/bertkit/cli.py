@@ -30,6 +30,8 @@ COMMAND_MODULES = [
     "bertkit.commands.pretrain",
     "bertkit.commands.serve",
     "bertkit.commands.tokenizer",
+    "bertkit.commands.inspect",
+    "bertkit.commands.report",
 ]
 
 
