@@ -148,3 +148,20 @@ def test_recipe_defaults_stay_overridable(data, tmp_path):
     saved = json.loads((out / "run_config.json").read_text())
     assert saved["lr"] == 2e-4 and saved["model"]["pre_layer_norm"] is False and saved["objective"] == "mlm_nsp"
     assert saved["adam_beta2"] == 0.98  # the recipe's, not overridden
+
+
+def test_demo_prints_examples_hits_and_the_summary(tmp_path, capsys):
+    """`bertkit demo` on a small corpus for a few seconds: each example with the corpus's
+    word and whether the top 5 holds it, the K of N line and the held-out accuracy line."""
+    from tests.training.test_resume import FIXTURE
+
+    assert main(["demo", "--output-dir", str(tmp_path), "--corpus", str(FIXTURE), "--vocab-size", "400",
+                 "--budget", "4s", "--max-seq-length", "64", "--set", "progress=false", "--set", "model.hidden_size=32",
+                 "--set", "model.intermediate_size=64"]) == 0
+    out = capsys.readouterr().out
+    words = [line.split("corpus's word: ")[1].split()[0] for line in out.splitlines() if "corpus's word: " in line]
+    holds = [line.rsplit(" ", 1)[1] for line in out.splitlines() if "top 5 holds it: " in line]
+    assert len(words) == 10 and set(holds) <= {"yes", "no"}
+    assert f"fill-mask: {holds.count('yes')} of 10 examples have the corpus's word in the top 5" in out
+    assert "held-out MLM accuracy " in out and "%) (step " not in out and " -> " in out
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file() and (tmp_path / "run" / "report.md").is_file()
