@@ -385,9 +385,11 @@ class Trainer:
                 skipped_in_row = 0
                 if scaler is not None and not math.isfinite(float(grad_norm)):
                     amp_skipped += 1  # the loss scale overflowed: GradScaler skips this step itself
+                spent = due = False
                 if self.budget is not None:  # the lr follows the time spent, not the step
+                    fraction, spent, due = self._budget_decisions(eval_seconds)
                     for group in optimizer.param_groups:
-                        group["lr"] = cfg.lr * budget_lr_factor(self.budget.fraction(), cfg.warmup_ratio)
+                        group["lr"] = cfg.lr * budget_lr_factor(fraction, cfg.warmup_ratio)
                 lr = optimizer.param_groups[0]["lr"] if self.budget is not None else scheduler.get_last_lr()[0]
                 if scaler is not None:
                     scaler.step(optimizer)
@@ -401,7 +403,7 @@ class Trainer:
                     window[key] = window.get(key, 0.0) + value
                 window["steps"] = window.get("steps", 0.0) + 1
                 window["grad_norm"] = window.get("grad_norm", 0.0) + float(grad_norm)
-                last = done == cfg.max_steps or (self.budget is not None and self.budget.spent(reserve=eval_seconds))
+                last = done == cfg.max_steps or spent
                 if last and done < cfg.max_steps:
                     ended = done
                 if done % cfg.log_steps == 0 or last:
@@ -414,7 +416,7 @@ class Trainer:
                     if bar is not None:
                         bar.set_postfix({k: _short(record[k]) for k in ("loss", "lr", "tok/s", *self.program.progress_keys) if k in record})
                     window, window_start = {}, time.perf_counter()
-                due = self.budget.evaluation_due() if self.budget is not None else done % cfg.eval_steps == 0
+                due = due if self.budget is not None else done % cfg.eval_steps == 0
                 if due or last:
                     eval_started = time.perf_counter()
                     metrics = self.evaluate(wrapped)
@@ -462,6 +464,17 @@ class Trainer:
                            best_metric=self._best["value"], best_step=self._best["step"],
                            stopped_early=stopped is not None, budget_ended=ended is not None,
                            elapsed_seconds=self.budget.elapsed() if self.budget is not None else None)
+
+    def _budget_decisions(self, reserve: float) -> tuple[float, bool, bool]:
+        """(the fraction of the budget spent, whether it is spent with `reserve` seconds kept,
+        whether an evaluation is due), read on the main process and shared: every process
+        then sets the same lr, evaluates and stops at the same step."""
+        budget = self.budget
+        local = {"fraction": 0.0, "spent": 0.0, "due": 0.0}
+        if self.ctx.is_main:
+            local = {"fraction": budget.fraction(), "spent": float(budget.spent(reserve)), "due": float(budget.evaluation_due())}
+        shared = all_reduce_sum(local, self.ctx)
+        return shared["fraction"], shared["spent"] > 0, shared["due"] > 0
 
     def _record(self, step: int, window: dict[str, float], lr: float, elapsed: float) -> dict[str, Any]:
         steps = window["steps"]
