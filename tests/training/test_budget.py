@@ -165,3 +165,23 @@ def test_demo_prints_examples_hits_and_the_summary(tmp_path, capsys):
     assert f"fill-mask: {holds.count('yes')} of 10 examples have the corpus's word in the top 5" in out
     assert "held-out MLM accuracy " in out and "%) (step " not in out and " -> " in out
     assert (tmp_path / "run" / "final" / "model.safetensors").is_file() and (tmp_path / "run" / "report.md").is_file()
+
+
+def test_two_process_budget_run_ends_together(data, tmp_path):
+    """Under torchrun every process follows the main process's clock: the same lr, the same
+    evaluations and the same last step (a rank that stopped alone would hang the other)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.training.test_multiprocess_faults import BOUND, free_port
+
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           "-m", "bertkit", *budget_args(data, out, "4s", "--set", "budget_evals=2", "--objective", "mlm_nsp")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "final" / "model.safetensors").is_file()
+    rows = records(out)
+    assert [r for r in rows if "eval_mlm_accuracy" in r][-1]["step"] == max(r["step"] for r in rows)
