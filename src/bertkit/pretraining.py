@@ -23,6 +23,39 @@ from bertkit.training.resume import Notify, Resumption, absolute_paths
 
 MASKING_STRATEGIES = ("token", "whole_word", "span")
 PATH_FIELDS = ("data", "output_dir", "init_from")  # stored absolute in run_config.json
+# a budget run ends on time; max_steps is then only a cap, this one unless the user sets theirs
+BUDGET_MAX_STEPS = 1_000_000_000
+
+# `--recipe NAME`: named sets of defaults under the YAML, the flags and `--set` (each field stays overridable).
+# `bert` is the paper's (the dataclass defaults). `budget` is PROVISIONAL UNTIL MEASURED (issue 19,
+# experiments/budget_recipes.py): a first guess from the cramming literature (Geiping & Goldstein 2022) — MLM
+# only (no NSP), pre-LN, no dropout, a 10x higher peak lr with a triangular (one-cycle-like) schedule,
+# RoBERTa's beta2; the masking rate stays at 15% until the table says otherwise (Wettig et al. 2023).
+RECIPES: dict[str, dict[str, Any]] = {
+    "bert": {},
+    "budget": {
+        "objective": "mlm",
+        "lr": 1e-3,
+        "warmup_ratio": 0.1,
+        "adam_beta2": 0.98,
+        "weight_decay": 0.01,
+        "max_grad_norm": 0.5,
+        "mlm_probability": 0.15,
+        "model": {"pre_layer_norm": True, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+    },
+}
+
+
+def with_recipe(values: dict[str, Any], recipe: str) -> dict[str, Any]:
+    """`values` (YAML and flags) over the recipe's defaults, the recipe's name recorded
+    (it lands in run_config.json and the report); `model` merges key by key."""
+    if recipe not in RECIPES:
+        raise ConfigError(f"--recipe {recipe!r}: must be one of {', '.join(RECIPES)}")
+    defaults = RECIPES[recipe]
+    merged = {**defaults, **values, "recipe": recipe}
+    if "model" in defaults and isinstance(values.get("model", {}), dict):
+        merged["model"] = {**defaults["model"], **values.get("model", {})}
+    return merged
 
 
 @dataclass
@@ -36,6 +69,7 @@ class PretrainConfig(TrainingConfig):
 
     data: str = ""
     output_dir: str = ""
+    recipe: str = "bert"  # the named defaults the run started from (RECIPES); informational once applied
     objective: str = "mlm_nsp"
     preset: str = "mini"
     init_from: str | None = None
@@ -51,6 +85,7 @@ class PretrainConfig(TrainingConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("masking", self.masking, MASKING_STRATEGIES)
+        check_choice("recipe", self.recipe, tuple(RECIPES))
         from bertkit.objectives import get_objective
 
         settings = get_objective(self.objective).settings_class()
@@ -88,6 +123,8 @@ def build_config(values: dict[str, Any], overrides: dict[str, str], source: str 
 
         parsed = {k: parse_value(v, Any) for k, v in model_overrides.items()}
         config = dataclasses.replace(config, model={**config.model, **parsed})
+    if config.budget_seconds is not None and "max_steps" not in values and "max_steps" not in plain:
+        config = dataclasses.replace(config, max_steps=BUDGET_MAX_STEPS)
     if config.data in ("", "?"):
         raise ConfigError("field 'data' is required (--data DIR)")
     if config.output_dir in ("", "?"):
@@ -198,6 +235,7 @@ def _open_eval(directory: str):
 
 def write_run_report(config: PretrainConfig, objective, model, train, result, seconds: float, trainer,
                      fresh: list[str] | None = None, resumption: Resumption | None = None) -> Path:
+    from bertkit.training.budget import describe_budget
     from bertkit.training.reporting import plot_curves, write_report
 
     output_dir = Path(config.output_dir)
@@ -217,6 +255,10 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
                  **({"initialised fresh": ", ".join(fresh or []) or "nothing (every weight loaded)"}
                     if config.init_from else {}),
                  **({"resumed from": resumption.report_entry()} if resumption is not None else {}),
+                 "recipe": config.recipe + (" (provisional until measured)" if config.recipe == "budget" else ""),
+                 **({"budget": f"{describe_budget(config.budget_seconds)}; spent {result.elapsed_seconds:.1f}s"
+                     + (" (ended on time)" if result.budget_ended else "")}
+                    if config.budget_seconds is not None else {}),
                  "steps": result.step, "global batch": config.batch_size,
                  "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.accumulation} x {trainer.ctx.world_size}",
                  "lr (peak), warm-up": f"{config.lr:g}, {config.describe_warmup()}",

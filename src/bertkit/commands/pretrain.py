@@ -26,6 +26,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
     p.add_argument("--preset", choices=list(PRESETS),
                    help="model size for a fresh model (default: mini, or the objective's own)")
+    p.add_argument("--recipe", choices=["bert", "budget"],
+                   help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr; "
+                        "provisional until measured); every field stays overridable")
+    p.add_argument("--budget", metavar="TIME", help="wall-clock budget (90s, 10m, 2h): the lr schedule is laid over "
+                   "the time and the run ends, saved and evaluated, when it is spent")
     p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
@@ -83,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     overrides = parse_set_arguments(args.set)
+    if args.budget is not None:
+        from bertkit.training.budget import parse_budget
+
+        values["budget_seconds"] = parse_budget(args.budget)
+    if args.recipe is not None:
+        from bertkit.pretraining import with_recipe
+
+        values = with_recipe(values, args.recipe)
     from bertkit.training.resume import resumes_by_itself
 
     if resumes_by_itself(values.get("output_dir"), args.resume, note):  # the saved run_config.json supplies the rest

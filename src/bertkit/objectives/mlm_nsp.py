@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 from bertkit.evaluation.metrics import percent
 from bertkit.model import BertForPreTraining
@@ -52,6 +53,8 @@ class MlmNspObjective(MaskedLMObjective):
             valid = nsp_labels != -100
             stats.update(nsp_loss_sum=float(nsp_sum.detach()), nsp_count=float(valid.sum()),
                          nsp_correct=float(((logits.argmax(-1) == nsp_labels) & valid).sum()))
+        elif isinstance(model, DistributedDataParallel):  # MLM only under DDP, which stops on parameters without
+            loss = loss + 0.0 * out.seq_relationship_logits.sum()  # a gradient: the NSP head joins at weight 0
         return loss, stats
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:

@@ -69,6 +69,11 @@ class TrainingConfig:
     metric_for_best: str | None = None  # an evaluation metric (e.g. "accuracy"); set: keep the best model in best/
     greater_is_better: bool | None = None  # None: True unless metric_for_best ends in "loss"
     early_stopping_patience: int | None = None  # stop after this many evaluations without improvement
+    # a wall-clock budget (`--budget 10m`): the run ends when it is spent (max_steps is then only a cap), its lr
+    # schedule follows the fraction of the time spent (warmup_ratio of the time, then decay to 0), and it
+    # evaluates at each 1/budget_evals of the time instead of every eval_steps (bertkit.training.budget)
+    budget_seconds: float | None = None
+    budget_evals: int = 10
 
     def __post_init__(self) -> None:
         validate_types(self)
@@ -93,6 +98,13 @@ class TrainingConfig:
         if self.nonfinite_skip_limit < 1:
             raise ConfigError(f"field 'nonfinite_skip_limit' must be >= 1, got {self.nonfinite_skip_limit}")
         check_choice("parallel", self.parallel, PARALLEL_MODES)
+        if self.budget_seconds is not None and not self.budget_seconds > 0:
+            raise ConfigError(f"field 'budget_seconds' must be positive, got {self.budget_seconds}")
+        if self.budget_seconds is not None and self.warmup_steps is not None:
+            raise ConfigError("field 'warmup_steps' counts steps; a budget run warms up over warmup_ratio of its time "
+                              "(leave warmup_steps unset)")
+        if self.budget_evals < 1:
+            raise ConfigError(f"field 'budget_evals' must be >= 1, got {self.budget_evals}")
         if self.early_stopping_patience is not None:
             if self.early_stopping_patience <= 0:
                 raise ConfigError(f"field 'early_stopping_patience' must be positive, got {self.early_stopping_patience}")
@@ -104,7 +116,12 @@ class TrainingConfig:
         return resolve_warmup_steps(self.warmup_steps, self.warmup_ratio, self.max_steps)
 
     def describe_warmup(self) -> str:
-        """The resolved warm-up for a report: "100 steps (warmup_ratio 0.01 of 10000)" or "1000 steps"."""
+        """The resolved warm-up for a report: "100 steps (warmup_ratio 0.01 of 10000)" or "1000 steps"
+        (a budget run: "warmup_ratio 0.1 of the 10m budget")."""
+        if self.budget_seconds is not None:
+            from bertkit.training.budget import describe_budget
+
+            return f"warmup_ratio {self.warmup_ratio:g} of the {describe_budget(self.budget_seconds)} budget"
         steps = self.num_warmup_steps()
         text = f"{steps} step" + ("" if steps == 1 else "s")
         return text if self.warmup_steps is not None else f"{text} (warmup_ratio {self.warmup_ratio:g} of {self.max_steps})"
@@ -112,7 +129,7 @@ class TrainingConfig:
     def warmup_warning(self) -> str | None:
         """One line when an explicit `warmup_steps` lasts the whole run, so the lr never reaches
         its peak (a ratio never does); else None."""
-        if self.warmup_steps is not None and 0 < self.max_steps <= self.warmup_steps:
+        if self.budget_seconds is None and self.warmup_steps is not None and 0 < self.max_steps <= self.warmup_steps:
             return (f"warmup_steps {self.warmup_steps} >= max_steps {self.max_steps}: the learning rate never reaches "
                     f"its peak {self.lr:g} (lower it with --set warmup_steps=N, or leave it unset for "
                     f"warmup_ratio {self.warmup_ratio:g} of the run)")

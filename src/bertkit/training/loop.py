@@ -16,6 +16,12 @@ with the best so far; an improvement writes `best/` (the model in the HF layout 
 `best_metrics.json`) atomically, and `early_stopping_patience` evaluations in a row
 without one stop the run cleanly (a last checkpoint and `final/` are still written).
 The best value travels in the checkpoints, so a resumed run compares against it.
+
+Wall-clock budgets. With `budget_seconds` set the run ends when the time is spent (the
+last evaluation's length kept in reserve, so the final evaluation fits), the lr follows
+the fraction of the time spent, and evaluations fall at fractions of it
+(bertkit.training.budget). Checkpoints carry the time spent, so a resumed budget run
+continues the same schedule; such a run is not bit-reproducible (see that module).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import checkpoints as ckpt
+from bertkit.training.budget import BudgetClock, budget_lr_factor
 from bertkit.training.faults import maybe_fail
 from bertkit.training.config import TrainingConfig
 from bertkit.training.distributed import DistContext, all_reduce_sum, barrier
@@ -63,11 +70,16 @@ class TrainResult:
     best_step: int | None = None
     stopped_early: bool = False
     amp_skipped_steps: int = 0  # fp16 steps GradScaler skipped itself (loss-scale overflow), not failures
+    budget_ended: bool = False  # a budget run ended because its time was spent (not at max_steps)
+    elapsed_seconds: float | None = None  # a budget run's time spent (a resumed run's earlier part included)
 
 
 class Trainer:
-    def __init__(self, program: TrainingProgram, config: TrainingConfig, output_dir: str | Path, ctx: DistContext | None = None):
+    def __init__(self, program: TrainingProgram, config: TrainingConfig, output_dir: str | Path, ctx: DistContext | None = None,
+                 clock=time.perf_counter):
         self.program = program
+        self.clock = clock  # a budget run's time source (injectable for tests)
+        self.budget: BudgetClock | None = None
         self.config = config
         self.output_dir = Path(output_dir)
         self.ctx = ctx or DistContext()
@@ -172,6 +184,7 @@ class Trainer:
                 "global_batch": self.global_batch,
                 "samples_seen": step * self.global_batch,
                 "best": dict(self._best),
+                "elapsed_seconds": self.budget.elapsed() if self.budget is not None else None,
             }
 
             def fill(tmp: Path) -> None:
@@ -248,6 +261,8 @@ class Trainer:
         ckpt.restore_rng_state(state["rng"])
         if state.get("best"):
             self._best = dict(state["best"])
+        if self.budget is not None:
+            self.budget.already = float(state.get("elapsed_seconds") or 0.0)
         return int(state["step"])
 
     def _apply_schedule(self, optimizer, scheduler) -> None:
@@ -308,6 +323,8 @@ class Trainer:
         optimizer = build_optimizer(wrapped, cfg)
         scheduler = linear_schedule(optimizer, cfg.num_warmup_steps(), cfg.max_steps)
         scaler = torch.amp.GradScaler(ctx.device.type) if self.precision == "fp16" else None
+        if cfg.budget_seconds is not None:
+            self.budget = BudgetClock(cfg.budget_seconds, cfg.budget_evals, clock=self.clock)
         start = self._resume(resume_from, wrapped, optimizer, scheduler, scaler) if resume_from else 0
         log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
         bar = _progress(cfg, start, ctx)
@@ -318,6 +335,10 @@ class Trainer:
         last_saved = ckpt.latest_checkpoint(self.output_dir)
         step = start
         stopped: int | None = None  # the step early stopping ended the run at
+        ended: int | None = None  # the step the budget ended the run at
+        eval_seconds = 0.0  # the last evaluation's length: a budget run keeps it in reserve for the final one
+        if self.budget is not None:
+            self.budget.start()
         try:
             for step, batches in enumerate(_prefetch(self._step_batches(start)), start=start):
                 batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in b.items()} for b in batches]
@@ -364,7 +385,12 @@ class Trainer:
                 skipped_in_row = 0
                 if scaler is not None and not math.isfinite(float(grad_norm)):
                     amp_skipped += 1  # the loss scale overflowed: GradScaler skips this step itself
-                lr = scheduler.get_last_lr()[0]
+                spent = due = False
+                if self.budget is not None:  # the lr follows the time spent, not the step
+                    fraction, spent, due = self._budget_decisions(eval_seconds)
+                    for group in optimizer.param_groups:
+                        group["lr"] = cfg.lr * budget_lr_factor(fraction, cfg.warmup_ratio)
+                lr = optimizer.param_groups[0]["lr"] if self.budget is not None else scheduler.get_last_lr()[0]
                 if scaler is not None:
                     scaler.step(optimizer)
                     scaler.update()
@@ -377,7 +403,10 @@ class Trainer:
                     window[key] = window.get(key, 0.0) + value
                 window["steps"] = window.get("steps", 0.0) + 1
                 window["grad_norm"] = window.get("grad_norm", 0.0) + float(grad_norm)
-                if done % cfg.log_steps == 0 or done == cfg.max_steps:
+                last = done == cfg.max_steps or spent
+                if last and done < cfg.max_steps:
+                    ended = done
+                if done % cfg.log_steps == 0 or last:
                     elapsed = time.perf_counter() - window_start
                     record = self._record(done, window, lr, elapsed)
                     total_tokens += window["tokens"]
@@ -387,8 +416,11 @@ class Trainer:
                     if bar is not None:
                         bar.set_postfix({k: _short(record[k]) for k in ("loss", "lr", "tok/s", *self.program.progress_keys) if k in record})
                     window, window_start = {}, time.perf_counter()
-                if done % cfg.eval_steps == 0 or done == cfg.max_steps:
+                due = due if self.budget is not None else done % cfg.eval_steps == 0
+                if due or last:
+                    eval_started = time.perf_counter()
                     metrics = self.evaluate(wrapped)
+                    eval_seconds = time.perf_counter() - eval_started
                     if log is not None and metrics:
                         log.log({"step": done, **{f"eval_{k}": v for k, v in metrics.items()},
                                  **self.program.evaluation_details()})
@@ -397,17 +429,21 @@ class Trainer:
                     if self._patience_exhausted() and done < cfg.max_steps:
                         stopped = done
                     window_start = time.perf_counter()  # evaluation time is not training throughput
-                if done % cfg.save_steps == 0 and done < cfg.max_steps and cfg.save_checkpoints and stopped is None:
+                if done % cfg.save_steps == 0 and not last and cfg.save_checkpoints and stopped is None:
                     last_saved = self._save_or_explain(wrapped, optimizer, scheduler, scaler, done, last_saved)
                     window_start = time.perf_counter()
                 if bar is not None:
                     bar.update(1)
+                if ended is not None:
+                    if bar is not None:
+                        bar.write(f"step {done}: the {self.budget.budget:g}s budget is spent")
+                    break
                 if stopped is not None:
                     if bar is not None:
                         bar.write(f"step {done}: early stopping: no better {cfg.metric_for_best} in "
                                   f"{cfg.early_stopping_patience} evaluations (best at step {self._best['step']})")
                     break
-            step = stopped if stopped is not None else cfg.max_steps
+            step = stopped if stopped is not None else ended if ended is not None else cfg.max_steps
             if start < step and cfg.save_checkpoints:
                 self._save_or_explain(wrapped, optimizer, scheduler, scaler, step, last_saved)
             final = self.output_dir / FINAL_DIR
@@ -426,7 +462,19 @@ class Trainer:
         return TrainResult(step, final if ctx.is_main else None, records, speed, skipped, amp_skipped_steps=amp_skipped,
                            best_dir=self.output_dir / BEST_DIR if has_best else None,
                            best_metric=self._best["value"], best_step=self._best["step"],
-                           stopped_early=stopped is not None)
+                           stopped_early=stopped is not None, budget_ended=ended is not None,
+                           elapsed_seconds=self.budget.elapsed() if self.budget is not None else None)
+
+    def _budget_decisions(self, reserve: float) -> tuple[float, bool, bool]:
+        """(the fraction of the budget spent, whether it is spent with `reserve` seconds kept,
+        whether an evaluation is due), read on the main process and shared: every process
+        then sets the same lr, evaluates and stops at the same step."""
+        budget = self.budget
+        local = {"fraction": 0.0, "spent": 0.0, "due": 0.0}
+        if self.ctx.is_main:
+            local = {"fraction": budget.fraction(), "spent": float(budget.spent(reserve)), "due": float(budget.evaluation_due())}
+        shared = all_reduce_sum(local, self.ctx)
+        return shared["fraction"], shared["spent"] > 0, shared["due"] > 0
 
     def _record(self, step: int, window: dict[str, float], lr: float, elapsed: float) -> dict[str, Any]:
         steps = window["steps"]
@@ -477,7 +525,7 @@ def _progress(cfg: TrainingConfig, start: int, ctx: DistContext):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=cfg.max_steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
+    return tqdm(total=None if cfg.budget_seconds is not None else cfg.max_steps, initial=start, desc="train", unit="step", dynamic_ncols=True)
 
 
 def _short(value: Any) -> str:

@@ -26,11 +26,11 @@ from bertkit.training import checkpoints as ckpt
 from bertkit.training.config import read_run_config
 
 # the learning-rate schedule: the loop re-derives the step's lr from these on resume
-SCHEDULE_FIELDS = ("max_steps", "lr", "warmup_steps", "warmup_ratio")
+SCHEDULE_FIELDS = ("max_steps", "lr", "warmup_steps", "warmup_ratio", "budget_seconds")
 # what only decides logging, evaluation and saving, never a weight
 BOOKKEEPING_FIELDS = ("log_steps", "eval_steps", "save_steps", "save_total_limit", "eval_batches", "progress",
                       "tensorboard", "save_checkpoints", "on_nonfinite",
-                      "nonfinite_skip_limit")
+                      "nonfinite_skip_limit", "budget_evals")
 RESUMABLE_FIELDS = SCHEDULE_FIELDS + BOOKKEEPING_FIELDS
 DATA_FIELD = "data"  # resumable when built with the checkpoint's tokenizer
 
