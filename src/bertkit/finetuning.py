@@ -262,6 +262,8 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     base = load_config(source)  # BertConfig, or the config class of the checkpoint's model family
     if config.model:
         base = type(base).from_dict({**base.to_dict(), **config.model}, source="--set model.*")
+    if config.features is None:  # first: the model family must have this task's head (a BERT cannot generate)
+        task_model_class(base, get_task_family(config.family).head_name, f"{source}/config.json")
     if base.position_limit is not None and config.max_seq_length > base.position_limit:
         raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
                           f"max_position_embeddings ({base.position_limit}) in {source}/config.json")
@@ -292,8 +294,6 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)
     dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
-    if config.features is None:  # the family must have this task's head
-        task_model_class(base, family.head_name, f"{source}/config.json")
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
     try:
