@@ -151,3 +151,18 @@ def test_bad_input_is_one_line(t5_dir, tiny_model_dir, tmp_path, capsys):
                                *common]).startswith(f"{latin}:3: ")
     assert "--glue-task" in error_line(capsys, ["finetune", "text2text", "--task", "glue", "--data",
                                                 str(FIXTURES / "glue" / "RTE"), "--model", str(t5_dir), *common])
+
+
+@pytest.mark.parametrize("task, train, keys", [
+    ("squad", "squad_train-v1.1.json", {"exact_match", "f1", "examples"}),
+    ("ner", "conll2003/eng.testa", {"precision", "recall", "f1", "invalid", "examples"}),
+])
+def test_squad_and_ner_run_through_their_readers_and_official_scores(t5_dir, tmp_path, capsys, task, train, keys):
+    dev = FIXTURES / ("squad_dev-v1.1.json" if task == "squad" else train)
+    out = tmp_path / task
+    assert main(["finetune", "text2text", "--task", task, "--train", str(FIXTURES / train), "--dev", str(dev),
+                 "--model", str(t5_dir), "--output-dir", str(out), "--max-seq-length", "96", "--set", "max_steps=2",
+                 *QUIET]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "text2text", "--model", str(out / "best"), "--data", str(dev), "--no-progress"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == keys
