@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.inference.outputs import InferenceOutputs
