@@ -98,6 +98,11 @@ class FinetuneConfig(TrainingConfig):
     max_query_length: int = 64  # QA: questions are cut to this many tokens
     max_answer_length: int = 30  # QA: longest answer span in tokens
     n_best_size: int = 20  # QA: candidate spans kept per question
+    text2text_task: str | None = None  # text-to-text: glue / squad / ner / pairs (bertkit.tasks.text2text)
+    source_field: str = "input"  # text-to-text pairs: the fields (columns) of source and target
+    target_field: str = "output"
+    max_target_length: int | None = None  # text-to-text: target tokens (EOS included); None: the longest target
+    num_beams: int = 1  # text-to-text: dev decoding (1: greedy)
     # recipe
     epochs: int = 3
     warmup_ratio: float = 0.1
@@ -122,8 +127,8 @@ class FinetuneConfig(TrainingConfig):
 
         check_choice("family", self.family, task_family_names())
         for name in ("epochs", "max_seq_length", "eval_batch_size", "max_query_length", "max_answer_length",
-                     "n_best_size"):
-            if getattr(self, name) <= 0:
+                     "n_best_size", "num_beams", "max_target_length"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
         if self.max_seq_length < 8:
             raise ConfigError(f"field 'max_seq_length' must be at least 8, got {self.max_seq_length}")
@@ -142,6 +147,10 @@ class FinetuneConfig(TrainingConfig):
             if get_task_family(self.family).feature_program is None:
                 raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
                                   f"not {self.family}")
+        if self.text2text_task is not None:
+            from bertkit.tasks.text2text import TASKS
+
+            check_choice("text2text_task", self.text2text_task, TASKS)
         check_choice("feature_cache", self.feature_cache, ("auto", "memory", "disk"))
         check_choice("feature_cache_dtype", self.feature_cache_dtype, ("float16", "float32"))
         for name in ("lstm_hidden_size", "lstm_num_layers"):
@@ -253,6 +262,8 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     base = load_config(source)  # BertConfig, or the config class of the checkpoint's model family
     if config.model:
         base = type(base).from_dict({**base.to_dict(), **config.model}, source="--set model.*")
+    if config.features is None:  # first: the model family must have this task's head (a BERT cannot generate)
+        task_model_class(base, get_task_family(config.family).head_name, f"{source}/config.json")
     if base.position_limit is not None and config.max_seq_length > base.position_limit:
         raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
                           f"max_position_embeddings ({base.position_limit}) in {source}/config.json")
@@ -272,7 +283,9 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
                     tag_column=config.tag_column, max_seq_length=config.max_seq_length,
                     squad_version=config.squad_version, doc_stride=config.doc_stride,
                     max_query_length=config.max_query_length, max_answer_length=config.max_answer_length,
-                    n_best_size=config.n_best_size)
+                    n_best_size=config.n_best_size, text2text_task=config.text2text_task,
+                    source_field=config.source_field, target_field=config.target_field,
+                    max_target_length=config.max_target_length, num_beams=config.num_beams)
     if spec.glue_task:
         from bertkit.evaluation.metrics import REGRESSION_TASKS, glue_task_name
 
@@ -281,8 +294,6 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)
     dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
-    if config.features is None:  # the family must have this task's head
-        task_model_class(base, family.head_name, f"{source}/config.json")
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
     try:
@@ -504,7 +515,8 @@ def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcom
     spec, mc = prepared.spec, prepared.base_config
     task = prepared.family.hook("describe")(spec)
     head_dropout = getattr(prepared.program_cls.model_class(mc), "head_dropout", None)  # the head class says
-    dropout = head_dropout(mc) if head_dropout is not None else float("nan")
+    dropout = head_dropout(mc) if head_dropout is not None else getattr(
+        mc, "hidden_dropout_prob", getattr(mc, "dropout_rate", float("nan")))  # T5: dropout_rate
     total = config.total_steps(run.steps_per_epoch)
     warmup = resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total)
     features = {}
@@ -583,8 +595,11 @@ def _sections(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcome) -
 
 
 def report_details(prepared: PreparedTask) -> dict[str, str]:
-    """The family's extra lines of the run description (QA: the answer rule that scored dev)."""
-    return prepared.family.hook("report_details")(prepared.spec, prepared.dev)
+    """The family's extra lines of the run description (QA: the answer rule that scored dev),
+    and the counts its data recorded (text-to-text: targets cut to the limit)."""
+    counts = {f"{name} {what}": str(count) for name, data in (("train", prepared.train), ("dev", prepared.dev))
+              if data is not None for what, count in data.stats.items()}
+    return {**prepared.family.hook("report_details")(prepared.spec, prepared.dev), **counts}
 
 
 def report_sections(prepared: PreparedTask) -> list[tuple[str, Any]]:

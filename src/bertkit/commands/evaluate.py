@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from bertkit.commands import add_precision_argument
 from bertkit.errors import BertkitError
-from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
+from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING, TEXT2TEXT
 
 
 def add_parser(subparsers) -> None:
@@ -105,9 +105,23 @@ def _add_multiple_choice(tasks) -> None:
     p.set_defaults(func=run_model_evaluation, family=MULTIPLE_CHOICE)
 
 
+def _add_text2text(tasks) -> None:
+    from bertkit.commands.finetune import add_text2text_options
+
+    p = tasks.add_parser("text2text", help="a text-to-text (T5) model: generate, then the task's official metric",
+                         description="Score a text-to-text model: it generates for each example of --data (a GLUE "
+                                     "file or task folder, SQuAD v1.1 JSON, CoNLL or source/target pairs) and the "
+                                     "task's official metric scores the text; invalid outputs count as wrong and "
+                                     "`invalid` counts them.")
+    _add_model_options(p)
+    add_text2text_options(p)
+    p.add_argument("--max-target-length", type=int, help="tokens generated at most (default: as fine-tuned)")
+    p.set_defaults(func=run_model_evaluation, family=TEXT2TEXT)
+
+
 # One entry per task: (subcommand name, function adding its subparser).
 EVALUATORS = [("squad", _add_squad), ("glue", _add_glue), ("classify", _add_classify), ("ner", _add_ner),
-              ("multiple-choice", _add_multiple_choice)]
+              ("multiple-choice", _add_multiple_choice), ("text2text", _add_text2text)]
 
 
 
@@ -133,6 +147,15 @@ def run_model_evaluation(args: argparse.Namespace) -> int:
     loaded = _load_model_of_family(args)
     overrides = {}
     data = args.data
+    if args.evaluate_task == "text2text":
+        overrides.update(text2text_task=args.task, glue_task=args.glue_task, source_field=args.source_field,
+                         target_field=args.target_field, num_beams=args.num_beams,
+                         max_target_length=args.max_target_length)
+        if (args.task or loaded.spec.text2text_task) == "glue":
+            task = args.glue_task or loaded.spec.glue_task
+            if task is None:
+                raise BertkitError(f"{args.model}: the model records no GLUE task; give --glue-task")
+            data = glue_file(args.data, task, "dev")
     if args.evaluate_task == "glue":
         task = args.task or loaded.spec.glue_task
         if task is None:

@@ -6,6 +6,8 @@
   bertkit finetune ner --train eng.train --dev eng.testa --model DIR --output-dir runs/ner --features concat_last_four
   bertkit finetune multiple-choice --train train.jsonl --dev dev.jsonl --model DIR --output-dir runs/mc
   bertkit finetune squad --version 2 --train train-v2.0.json --dev dev-v2.0.json --model DIR --output-dir runs/squad
+  bertkit finetune text2text --task glue --glue-task rte --data glue/RTE --model runs/t5/final --output-dir runs/t5-rte
+  bertkit finetune text2text --train pairs.jsonl --dev pairs-dev.jsonl --model DIR --output-dir runs/t2t
 
 Configuration: defaults (the paper's recipe), then `--config run.yaml`, then the flags,
 then `--set key=value` (any field of bertkit.finetuning.FinetuneConfig; `model.X` for
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
@@ -36,6 +41,9 @@ TASK_FIELDS = {
     "multiple-choice": {"train_labels": "train_labels", "dev_labels": "dev_labels"},
     "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
               "max_answer_length": "max_answer_length"},
+    "text2text": {"task": "text2text_task", "glue_task": "glue_task", "source_field": "source_field",
+                  "target_field": "target_field", "max_target_length": "max_target_length", "num_beams": "num_beams",
+                  "tag_column": "tag_column"},
 }
 FAMILIES = command_families()  # subcommand -> task family, from the registry (bertkit.tasks.registry)
 SQUAD_MAX_SEQ_LENGTH = get_task_family(QA).max_seq_length  # BERT's SQuAD windows of 384 tokens (stride 128)
@@ -45,7 +53,7 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("finetune", help="fine-tune BERT on GLUE, any classification table, NER, "
                                    "multiple choice", description="Fine-tune a BERT checkpoint on a task; "
                                    "writes best/ (HF layout), metrics, curves and report.md.")
-    tasks = parser.add_subparsers(dest="finetune_task", metavar="{glue,classify,ner,multiple-choice,squad}")
+    tasks = parser.add_subparsers(dest="finetune_task", metavar="{glue,classify,ner,multiple-choice,squad,text2text}")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
     p = tasks.add_parser("glue", help="a GLUE task from its TSV folder (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, ...)")
@@ -71,6 +79,28 @@ def add_parser(subparsers) -> None:
     p = tasks.add_parser("squad", help="extractive QA on SQuAD v1.1 / v2.0 JSON (max_seq_length 384 by default)")
     add_task_options(p, "squad")
     _add_common(p)
+
+    p = tasks.add_parser("text2text", help="a T5 model, every task as text: GLUE, SQuAD, NER or source/target pairs",
+                         description="Text-to-text fine-tuning (bertkit.tasks.text2text): teacher forcing, dev "
+                                     "scored on generated text with the task's official metric.")
+    add_text2text_options(p)
+    p.add_argument("--data", metavar="DIR", help="--task glue: the task's folder (train.tsv, dev.tsv)")
+    p.add_argument("--max-target-length", type=int, help="target tokens, EOS included; longer targets are cut "
+                                                         "(default: the longest training target)")
+    _add_common(p, data_required=False)
+
+
+def add_text2text_options(p) -> None:
+    """The flags saying which text-to-text task reads the files (`finetune` and `evaluate text2text`)."""
+    from bertkit.tasks.text2text import TASKS
+
+    p.add_argument("--task", choices=TASKS, help="what the files hold (default: pairs): a GLUE task (--glue-task), "
+                                                 "SQuAD v1.1 JSON, CoNLL NER, or source/target pairs")
+    p.add_argument("--glue-task", help="--task glue: cola, sst2, mrpc, stsb, qqp, mnli, mnli-mm, qnli, rte, wnli")
+    p.add_argument("--source-field", help="--task pairs: JSONL field / column of the input text (default: input)")
+    p.add_argument("--target-field", help="--task pairs: JSONL field / column of the target text (default: output)")
+    p.add_argument("--tag-column", type=int, help="--task ner: column of the tag (default: last)")
+    p.add_argument("--num-beams", type=int, help="dev decoding: beam search with this many beams (default 1: greedy)")
 
 
 def add_task_options(p, task: str, feature_based: bool = True) -> None:
@@ -162,16 +192,24 @@ def config_values(args: argparse.Namespace) -> dict:
         values["grid_lrs"] = lrs
     if epochs is not None:
         values["grid_epochs"] = epochs
-    if args.finetune_task == "glue":
+    if args.finetune_task == "text2text":
+        values.setdefault("text2text_task", "pairs")
+        if values["text2text_task"] == "glue" and not values.get("glue_task"):
+            raise BertkitError("finetune text2text --task glue: name the GLUE task with --glue-task (e.g. rte)")
+        if args.data is not None and values["text2text_task"] != "glue":
+            raise BertkitError("finetune text2text: --data DIR is for --task glue; give --train FILE (and --dev FILE)")
+    glue_task = args.task if args.finetune_task == "glue" else (
+        values.get("glue_task") if values.get("text2text_task") == "glue" else None)
+    if glue_task is not None:
         from bertkit.evaluation.metrics import glue_task_name
 
-        glue_task_name(args.task)  # a typo fails first, naming the tasks
+        glue_task_name(glue_task)  # a typo fails first, naming the tasks
         if args.data is None and args.train is None:
-            raise BertkitError("finetune glue: give --data DIR (the task's folder) or --train FILE")
+            raise BertkitError(f"finetune {args.finetune_task}: give --data DIR (the task's folder) or --train FILE")
         if args.data is not None:
             for split in ("train", "dev"):
                 if split not in values:
-                    values[split] = glue_file(args.data, args.task, split)
+                    values[split] = glue_file(args.data, glue_task, split)
     return values
 
 
@@ -180,7 +218,9 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments
 
     config = build_config(config_values(args), parse_set_arguments(args.set))
-    result = finetune(config, overwrite=args.overwrite, notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
+    with one_line_warnings():
+        result = finetune(config, overwrite=args.overwrite,
+                          notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
     if result.best_dir is not None:
         print(f"best model: {result.best_dir}  ({result.metric} {result.best_metric:.4f} at step {result.best_step}; "
               f"report: {result.output_dir / 'report.md'})")
@@ -188,3 +228,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"final model: {result.output_dir / 'final'}  (no dev set, so no best model; "
               f"report: {result.output_dir / 'report.md'})")
     return 0
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Warnings shown as they happen, each as one `bertkit: warning: ...` line (Python's
+    filters still show a warning once per place), instead of Python's two-line format."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"bertkit: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown

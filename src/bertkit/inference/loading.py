@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.inference.outputs import InferenceOutputs
@@ -66,11 +65,12 @@ class LoadedModel:
 
     @property
     def generates(self) -> bool:
-        """A text-generating model loaded without a task program (load_generator): it answers
-        with generated text, not a task head's scores."""
+        """A text-generating model loaded without a task program (load_generator) or with a
+        text-to-text one: it answers with generated text, not a task head's scores."""
         from bertkit.model.families import family_of_model
 
-        return self.program_cls is None and family_of_model(self.model).can_generate
+        text_task = self.program_cls is None or self.program_cls.generates_text  # a text-to-text best/ too
+        return text_task and family_of_model(self.model).can_generate
 
     @property
     def backbone(self):
@@ -93,9 +93,14 @@ class LoadedModel:
             logits = run_features(self.model, features, self.collate, batch_size, progress, "predict")
         return InferenceOutputs(logits, precision=self.precision)
 
-    def outputs(self, features, batch_size: int, progress: bool = False) -> list[np.ndarray]:
-        """Logits of each feature (`run(...).logits`)."""
-        return self.run(features, batch_size, progress).logits
+    def outputs(self, features, batch_size: int, progress: bool = False) -> list:
+        """What the task family's metrics read for each feature (its program's `infer`):
+        logits, or the generated text of a text-to-text model."""
+        import torch
+
+        self.model.eval()
+        with torch.inference_mode():
+            return self.program_cls.infer(self.model, self.tokenizer, self.spec, features, batch_size, progress)
 
 
 UNLIMITED_POSITIONS_LENGTH = 512  # the default truncation length of a model with relative positions

@@ -63,8 +63,11 @@ class Predictor:
             raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
         self.loaded = loaded
         self.batch_size = batch_size
-        self.max_seq_length = max_seq_length or (None if loaded.generates else loaded.spec.max_seq_length)
+        self.max_seq_length = max_seq_length or (None if loaded.spec is None else loaded.spec.max_seq_length)
         self.generation = dict(generation or {})
+        target_length = getattr(loaded.spec, "max_target_length", None)  # a text-to-text best/: its targets' length
+        if loaded.generates and target_length and "max_new_tokens" not in self.generation:
+            self.generation["max_new_tokens"] = target_length
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, device: str | None = None, batch_size: int = 32,
@@ -75,7 +78,7 @@ class Predictor:
     @property
     def family(self) -> str | None:
         """The task family; None for a text-to-text model without a task file."""
-        return None if self.loaded.generates else self.loaded.spec.family
+        return None if self.loaded.spec is None else self.loaded.spec.family
 
     def __call__(self, inputs: Any, progress: bool = False) -> list[dict[str, Any]]:
         batch = list(inputs) if isinstance(inputs, list) else [inputs]

@@ -165,6 +165,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
     "t5": ModelFamily("t5", "bertkit.model.t5:T5Config", "bertkit.model.t5:T5Model", "transformer", {
         "classification": "bertkit.model.t5:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
+        "text2text": "bertkit.model.t5:T5ForConditionalGeneration",  # bertkit.tasks.text2text
     },
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
                       generator="bertkit.model.t5:T5ForConditionalGeneration",

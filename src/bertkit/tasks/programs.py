@@ -75,7 +75,10 @@ class TaskSpec:
     `squad_version` (1 or 2), the window settings, the answer-length and n-best limits,
     and `null_threshold` (v2.0: answer when null score - best span score <= it);
     `qa_metric`: "squad" / "korquad" answer comparison, None: from each scored file's
-    version string (KorQuAD_v1.0_... -> korquad).
+    version string (KorQuAD_v1.0_... -> korquad). Text-to-text (bertkit.tasks.text2text):
+    `text2text_task` (glue / squad / ner / pairs, with glue_task, tag_column or the pairs'
+    `source_field` / `target_field`), `max_target_length` (target tokens, EOS included;
+    the longest generated) and `num_beams` (dev decoding).
     """
 
     family: str
@@ -95,6 +98,11 @@ class TaskSpec:
     n_best_size: int = 20
     null_threshold: float = 0.0
     qa_metric: str | None = None
+    text2text_task: str | None = None
+    source_field: str = "input"
+    target_field: str = "output"
+    max_target_length: int | None = None
+    num_beams: int = 1
 
     def save(self, directory: Path) -> None:
         write_text_atomic(Path(directory) / TASK_FILE, json.dumps(dataclasses.asdict(self), indent=2) + "\n")
@@ -142,6 +150,7 @@ class TaskData:
     examples: list
     features: list[dict[str, Any]]
     scheme: str | None = None  # tagging: the file's own scheme (gold tags and output use it)
+    stats: dict[str, int] = dataclasses.field(default_factory=dict)  # counts for the report (targets cut, ...)
 
 
 def feature_length(feature: dict[str, Any]) -> int:
@@ -196,6 +205,7 @@ class TaskProgram(TrainingProgram):
 
     family = ""
     progress_keys = ("accuracy",)
+    generates_text = False  # its models answer with generated text (text-to-text), not a head's scores
 
     def __init__(self, model: nn.Module, tokenizer, spec: TaskSpec, train_features: list[dict[str, Any]],
                  dev: TaskData | None, id2label: dict[int, str] | None, *, group_by_length: bool = False,
@@ -303,6 +313,15 @@ class TaskProgram(TrainingProgram):
         show = self.progress and ctx.is_main
         self.last_outputs = run_features(model, self.dev.features, self.collate, self.eval_batch_size, show, "dev")
         return self.metrics(self.dev, self.last_outputs)
+
+    @classmethod
+    def infer(cls, model: nn.Module, tokenizer, spec: TaskSpec, features: list[dict[str, Any]], batch_size: int,
+              progress: bool = False) -> list:
+        """The per-feature outputs the family's metrics and `predict` read: logits (`run_features`)
+        here, generated text for a text-to-text family. Call under no_grad / inference_mode."""
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        return run_features(model, features, lambda batch: cls.module().collate(batch, pad_id), batch_size,
+                            progress, "predict")
 
     def on_evaluate(self, step: int, metrics: dict[str, float], improved: bool) -> None:
         if improved:

@@ -43,6 +43,7 @@ CLASSIFICATION = "classification"
 TAGGING = "tagging"
 MULTIPLE_CHOICE = "multiple_choice"
 QA = "qa"
+TEXT2TEXT = "text2text"
 
 
 @dataclass(frozen=True)
@@ -157,3 +158,5 @@ register(TaskFamily(MULTIPLE_CHOICE, "bertkit.tasks.multiple_choice", f"{_PROGRA
                     label_names=False, commands=("multiple-choice",), evaluate_command="multiple-choice"))
 register(TaskFamily(QA, "bertkit.tasks.qa", f"{_PROGRAMS}:QuestionAnsweringProgram", aliases=("squad",),
                     label_names=False, max_seq_length=384, commands=("squad",), evaluate_command="squad --model"))
+register(TaskFamily(TEXT2TEXT, "bertkit.tasks.text2text", "bertkit.tasks.text2text:Text2TextProgram",
+                    label_names=False, max_seq_length=512, commands=("text2text",), evaluate_command="text2text"))
