@@ -59,3 +59,12 @@ def test_fused_and_separate_projections_agree():
         separate = project(hidden, attention.q, attention.k, attention.v)
     for a, b in zip(fused, separate):
         torch.testing.assert_close(a.detach(), b, atol=1e-6, rtol=1e-6)
+
+
+def test_padding_is_checked_on_the_cpu_and_assumed_elsewhere():
+    from bertkit.model.t5_layers import may_pad
+
+    assert not may_pad(torch.ones(2, 3, dtype=torch.long))
+    assert may_pad(torch.tensor([[1, 1, 0]]))
+    # off the CPU the check would wait for the device: no data is read (a meta tensor has none)
+    assert may_pad(torch.ones(2, 3, dtype=torch.long, device="meta"))
