@@ -88,3 +88,42 @@ def compare_steps(steps: dict[str, Callable[[], object]], device: str, repeats: 
         print(f"  {name:14s} step {seconds * 1e3:8.1f} ms  {tokens / seconds:9.0f} tokens/s")
     print(f"  ratio transformers / bertkit: {times['transformers'] / times['bertkit']:.2f}")
     return times
+
+
+def interleaved_median(
+    candidates: dict[str, Callable[[], object]], repeats: int = 5, clock: Callable[[], float] = time.perf_counter
+) -> tuple[dict[str, float], dict]:
+    """Like `interleaved_best`, but the median time of each candidate over its rounds (less
+    flattering than the best, steadier than the mean under the odd slow round)."""
+    import statistics
+
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    results: dict[str, object] = {}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            start = clock()
+            results[name] = fn()
+            times[name].append(clock() - start)
+    return {name: statistics.median(values) for name, values in times.items()}, results
+
+
+def load_average() -> str:
+    """The machine's 1/5/15-minute load averages, printed with the figures (a shared machine's
+    load explains a noisy run)."""
+    return "load average " + " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def compare_medians(steps: dict[str, Callable[[], object]], device: str, repeats: int,
+                    clock: Callable[[], float], unit: str, count: int) -> dict[str, float]:
+    """Warm each step up once, time them interleaved (median of `repeats`), print ms and
+    `unit`/s per step, the transformers / bertkit ratio and the load around the timing."""
+    candidates = {name: synchronized(step, device) for name, step in steps.items()}
+    for step in candidates.values():
+        step()
+    before = load_average()
+    times, _ = interleaved_median(candidates, repeats, clock)
+    for name, seconds in times.items():
+        print(f"  {name:14s} {seconds * 1e3:8.1f} ms  {count / seconds:9.0f} {unit}/s")
+    print(f"  ratio transformers / bertkit: {times['transformers'] / times['bertkit']:.2f}   "
+          f"({before} before, {load_average()} after)")
+    return times

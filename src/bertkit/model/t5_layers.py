@@ -9,9 +9,12 @@ T5's attention does not scale the scores by d_kv^-0.5 (the init folds it into `q
 adds a learned bias per (head, relative-position bucket). Only the first block of each
 stack owns `relative_attention_bias`; the stack computes the bias once, adds the padding
 (and, in the decoder, causal) mask to it, and every block uses that one additive mask
-in `F.scaled_dot_product_attention`. The projections are fused where the result is the
-same: q, k and v in one matmul for self-attention, k and v for cross-attention, wi_0 and
-wi_1 for the gated feed-forward.
+in `F.scaled_dot_product_attention`. While autograd records (training), the projections
+are fused where the result is the same: q, k and v in one matmul for self-attention, k
+and v for cross-attention, wi_0 and wi_1 for the gated feed-forward (one matmul and one
+weight gradient instead of three). Without gradients (inference, every generation step)
+they run as separate matmuls: fusing would copy the weights on every call, which costs
+as much as the decoding step's matmuls read.
 """
 
 from __future__ import annotations
@@ -25,17 +28,19 @@ from torch import nn
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.layers import ACTIVATIONS
 
-
-def fused_linear(x: torch.Tensor, *layers: nn.Module) -> torch.Tensor:
-    """The outputs of bias-free `layers` on `x`, concatenated on the last axis: one matmul
-    over their stacked weights; each layer on its own when a weight is not a plain tensor
-    (int8 dynamically quantized linears pack theirs)."""
-    if all(isinstance(layer.weight, torch.Tensor) for layer in layers):
-        return F.linear(x, torch.cat([layer.weight for layer in layers]))
-    return torch.cat([layer(x) for layer in layers], dim=-1)
-
 # (self_key, self_value, cross_key, cross_value), each (B, heads, length, d_kv)
 LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def project(hidden_states: torch.Tensor, *layers: nn.Linear) -> tuple[torch.Tensor, ...]:
+    """Each bias-free `layers`' projection of `hidden_states`: one matmul over the concatenated
+    weights while autograd records them, else one matmul each (no weight copy; also the path
+    of int8 dynamically quantized layers, whose weights are packed)."""
+    if torch.is_grad_enabled() and any(isinstance(layer.weight, torch.Tensor) and layer.weight.requires_grad
+                                       for layer in layers):
+        fused = F.linear(hidden_states, torch.cat([layer.weight for layer in layers]))
+        return fused.split([layer.out_features for layer in layers], dim=-1)
+    return tuple(layer(hidden_states) for layer in layers)
 
 
 class T5LayerNorm(nn.Module):
@@ -126,8 +131,8 @@ class T5Attention(nn.Module):
         extended by this call's. Cross-attention (`key_value_states` (B, S, d_model)):
         `past` = the encoder's (key, value), reused as they are.
         Returns (B, Tq, d_model) and the (key, value) to cache."""
-        if key_value_states is None:  # self-attention: q, k, v in one matmul
-            query, key, value = fused_linear(hidden_states, self.q, self.k, self.v).split(self.inner_dim, dim=-1)
+        if key_value_states is None:  # self-attention
+            query, key, value = project(hidden_states, self.q, self.k, self.v)
             query, key, value = self._heads(query), self._heads(key), self._heads(value)  # (B, heads, T, d_kv)
             if past is not None:
                 key, value = torch.cat([past[0], key], dim=2), torch.cat([past[1], value], dim=2)
@@ -136,7 +141,7 @@ class T5Attention(nn.Module):
             if past is not None:
                 key, value = past
             else:
-                key, value = fused_linear(key_value_states, self.k, self.v).split(self.inner_dim, dim=-1)
+                key, value = project(key_value_states, self.k, self.v)
                 key, value = self._heads(key), self._heads(value)  # (B, heads, S, d_kv)
         if self.training and self.dropout > 0.0 and query.device.type == "cpu":
             # SDPA would fall back to its math path and draw the mask with bernoulli_: the same
@@ -195,7 +200,7 @@ class T5DenseActDense(nn.Module):
 
 
 class T5DenseGatedActDense(nn.Module):
-    """T5 v1.1's gated feed-forward: wo(drop(act(wi_0(x)) * wi_1(x))), wi_0 and wi_1 in one matmul."""
+    """T5 v1.1's gated feed-forward: wo(drop(act(wi_0(x)) * wi_1(x))) (wi_0 and wi_1 fused: `project`)."""
 
     def __init__(self, config):
         super().__init__()
@@ -206,7 +211,7 @@ class T5DenseGatedActDense(nn.Module):
         self.act = ACTIVATIONS[config.dense_act_fn]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        gate, linear = fused_linear(hidden_states, self.wi_0, self.wi_1).chunk(2, dim=-1)
+        gate, linear = project(hidden_states, self.wi_0, self.wi_1)
         return self.wo(self.dropout(self.act(gate) * linear))
 
 
@@ -245,6 +250,13 @@ class T5Block(nn.Module):
         return self.layer[-1](hidden_states), (self_key, self_value, cross_key, cross_value)
 
 
+def may_pad(attention_mask: torch.Tensor) -> bool:
+    """Whether a 1/0 attention mask may hold padding (then the additive mask is built). Checked
+    on the CPU, where it is free; on an accelerator the check would make the host wait for
+    the device at every decoding step, so padding is assumed there (a mask of zeros is exact)."""
+    return attention_mask.device.type != "cpu" or not bool(attention_mask.all())
+
+
 def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """bool keep (any shape) -> float: 0 where kept, the dtype's minimum elsewhere (finite,
     so a query that sees no key gets a uniform row rather than NaN, as transformers)."""
@@ -277,11 +289,11 @@ class T5Stack(nn.Module):
         bias = self.block[0].layer[0].SelfAttention.compute_bias(query_length, key_length, past_length).to(dtype)
         device = bias.device
         keep = None
-        if self.is_decoder:
+        if self.is_decoder and query_length > 1:  # one new position sees every key: nothing to mask
             keys = torch.arange(key_length, device=device)
             queries = torch.arange(past_length, key_length, device=device)
             keep = (keys[None, :] <= queries[:, None])[None, None]  # (1, 1, Tq, Tk)
-        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: the bias broadcasts
+        if attention_mask is not None and may_pad(attention_mask):  # no padding: the bias broadcasts
             if attention_mask.shape[-1] == query_length and past_length:  # mask of the new positions only
                 attention_mask = F.pad(attention_mask, (past_length, 0), value=1)
             padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
@@ -308,7 +320,7 @@ class T5Stack(nn.Module):
             dtype = torch.get_autocast_dtype(inputs_embeds.device.type)
         mask = self.self_attention_mask(attention_mask, length, past_length, dtype, batch_size)
         encoder_mask = None
-        if self.is_decoder and encoder_attention_mask is not None and not bool(encoder_attention_mask.all()):
+        if self.is_decoder and encoder_attention_mask is not None and may_pad(encoder_attention_mask):
             encoder_mask = additive_mask(encoder_attention_mask.bool()[:, None, None, :], dtype)  # (B, 1, 1, S)
 
         hidden_states = self.dropout(inputs_embeds)
