@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if "threads" in args:  # a long-running command: size the thread pools before anything starts them
+            from bertkit.parallel import apply_thread_policy
+
+            args.threads = apply_thread_policy(args.threads)
         result = args.func(args)
     except BertkitError as exc:
         if args.debug:

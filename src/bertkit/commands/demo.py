@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 from pathlib import Path
 
 
@@ -25,6 +27,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any pre-training field, e.g. --set model.num_hidden_layers=1")
+    add_runtime_options(p)
     p.set_defaults(func=run_pretraining)
     sub = p.add_subparsers(dest="demo", metavar="{embeddings}")
     e = sub.add_parser("embeddings", help="contextual embeddings of 'bank' on a real pretrained BERT")
@@ -40,7 +43,8 @@ def run_pretraining(args: argparse.Namespace) -> int:
     options = DemoOptions(output_dir=Path(args.output_dir), corpus=[Path(c) for c in args.corpus] if args.corpus else None,
                           vocab_size=args.vocab_size, preset=args.preset, max_seq_length=args.max_seq_length,
                           max_steps=args.max_steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                          overrides=parse_set_arguments(args.set))
+                          overrides=parse_set_arguments(args.set),
+                          progress=not args.no_progress, workers=args.threads)
     run_demo(options)
     return 0
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 import io
 import json
 import sys
@@ -34,6 +36,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                    help="L2-normalize each vector (default: on when the checkpoint's modules.json has a Normalize "
                         "module, as SentenceTransformer.encode; --no-normalize gives the raw vectors)")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     texts = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     vectors = embed(texts, model=args.model, pooling=args.pooling, layers=args.layers,
                     layer_weights=_parse_weights(args.layer_weights), batch_size=args.batch_size,
-                    max_length=args.max_length, normalize=args.normalize)
+                    max_length=args.max_length, normalize=args.normalize,
+                    progress=False if args.no_progress else None)
     if args.output and args.output.endswith(".npy"):
         buffer = io.BytesIO()
         np.save(buffer, vectors)

@@ -9,6 +9,8 @@ fine-tuned model (glue, classify, ner, multiple-choice) add their subparser here
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 import json
 import sys
 import warnings
@@ -45,7 +47,7 @@ def _add_squad(tasks) -> None:
     source.add_argument("--model", metavar="DIR", help="a fine-tuned QA model: answer the questions, then score "
                                                       "(v2.0: with its saved no-answer threshold)")
     p.add_argument("--batch-size", type=int, default=64, help="with --model")
-    p.add_argument("--no-progress", action="store_true", help="with --model: no progress bars")
+    add_runtime_options(p)
     p.add_argument("--na-prob", metavar="FILE", help="v2.0: JSON {question id: no-answer probability}; "
                                                     "adds best_exact/best_f1 and their thresholds (in "
                                                     "the file's unit: probabilities)")
@@ -65,7 +67,7 @@ def _add_model_options(p) -> None:
     p.add_argument("--data", required=True, metavar="FILE", help="labelled file to score")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_runtime_options(p)
 
 
 def _add_glue(tasks) -> None:

@@ -11,6 +11,8 @@ prediction {"token", "token_str", "token_id", "score", "sequence"}.
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 import json
 import sys
 
@@ -31,6 +33,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--format", choices=("table", "jsonl"), default="table",
                    help="table (default): ranked lines per text; jsonl: one JSON object per text on stdout")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 

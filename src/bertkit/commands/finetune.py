@@ -16,6 +16,8 @@ run folder's contents.
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 import sys
 
 from bertkit.errors import BertkitError
@@ -116,7 +118,7 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set weight_decay=0 "
                    "or --set model.hidden_dropout_prob=0.2 (repeatable)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 

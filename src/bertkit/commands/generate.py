@@ -14,6 +14,8 @@ dropped, T5's sentinels (<extra_id_N>) kept. The options are `model.generate`'s
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 import json
 import sys
 
@@ -34,6 +36,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
     p.add_argument("--format", choices=("text", "jsonl"), default="text",
                    help="text (default): one generated text a line; jsonl: {text, generated_text} per input")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 

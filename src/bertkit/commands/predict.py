@@ -17,6 +17,8 @@ with scores, entities with character spans, the chosen index, or the answer span
 from __future__ import annotations
 
 import argparse
+
+from bertkit.commands import add_runtime_options
 import json
 import sys
 from typing import Any
@@ -41,6 +43,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
     group = p.add_argument_group("text-to-text models (T5)", "decoding options, as `bertkit generate`")
     add_generation_arguments(group)
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
                                           max_seq_length=args.max_seq_length, generation=generation_options(args))
     inputs = read_inputs(predictor, args)
-    results = predictor(inputs, progress=len(inputs) >= 2048)
+    results = predictor(inputs, progress=not args.no_progress and len(inputs) >= 2048)
     echo = (lambda text: {"text": text}) if predictor.loaded.generates else \
         predictor.loaded.program_cls.task_family().hook("echo")
     lines = "".join(json.dumps({**echo(item), **result}, ensure_ascii=False) + "\n"

@@ -38,6 +38,8 @@ class DemoOptions:
     lr: float = 1e-3
     seed: int = 42
     overrides: dict[str, str] | None = None  # --set fields of the pre-training run
+    progress: bool = True
+    workers: int = 2  # processes of the tokenizer's word count and the data build
 
 
 def embedded_corpus() -> Path:
@@ -65,13 +67,14 @@ def run_demo(options: DemoOptions) -> Path:
 
     print(f"[1/4] WordPiece tokenizer, {options.vocab_size} tokens")
     tok_dir = out / "tokenizer"
-    trained = train_tokenizer(corpus, tok_dir, TrainOptions(vocab_size=options.vocab_size, show_progress=True))
+    trained = train_tokenizer(corpus, tok_dir, TrainOptions(vocab_size=options.vocab_size, workers=options.workers,
+                                                                show_progress=options.progress))
     print(f"      {trained.vocab_size} tokens in {trained.seconds:.0f}s -> {tok_dir}")
 
     print(f"[2/4] NSP pre-training instances, max {options.max_seq_length} tokens, dynamic masking")
     data_dir = out / "data"
     built = build_dataset(corpus, tok_dir, data_dir, BuildOptions(max_seq_length=options.max_seq_length, seed=options.seed),
-                          overwrite=True, show_progress=True)
+                          workers=options.workers, overwrite=True, show_progress=options.progress)
     print(f"      {built.train_instances} training and {built.eval_instances} held-out instances "
           f"({built.train_tokens / 1e6:.2f}M tokens) in {built.seconds:.0f}s -> {data_dir}")
 
@@ -80,7 +83,7 @@ def run_demo(options: DemoOptions) -> Path:
                   max_steps=options.max_steps, batch_size=options.batch_size, lr=options.lr,
                   warmup_steps=max(1, options.max_steps // 10), eval_steps=max(1, options.max_steps // 6),
                   save_steps=max(1, options.max_steps // 2), log_steps=max(1, options.max_steps // 60),
-                  seed=options.seed)
+                  seed=options.seed, progress=options.progress)
     config = build_config(values, options.overrides or {})
     tokenizer = Tokenizer.from_pretrained(tok_dir)
     untrained = _untrained_model(config, tokenizer, MlmNspObjective, preset_config)
