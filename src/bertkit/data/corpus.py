@@ -8,8 +8,9 @@ Input formats (each may be `.gz`; reading is streaming, via `bertkit.textio`):
 
 A document is its list of non-blank lines, not yet sentence-split (workers do that).
 A document longer than `max_document_chars` is cut at line boundaries into pieces that
-count as separate documents, so memory never holds more than a slice of text however
-the corpus is laid out (e.g. a file without blank lines).
+count as separate documents, and a line longer than that at spaces, so memory never holds
+more than a slice of text however the corpus is laid out (a file without blank lines, or
+without line breaks: only the reader's current line is held whole).
 
 Slices group consecutive documents up to about `slice_chars` characters. They depend
 only on the corpus and `slice_chars` (never on the number of workers or jobs), and each
@@ -55,7 +56,7 @@ def iter_documents(
         for _, text in iter_lines(path, text_field=text_field, skip_bad=skip_bad_lines):
             if jsonl:
                 paragraphs = [p.strip() for p in text.splitlines()]
-                document = [p for p in paragraphs if p]
+                document = [piece for p in paragraphs if p for piece in _cut_line(p, max_document_chars)]
                 yield from _pieces(document, max_document_chars)
                 continue
             line = text.strip()
@@ -64,13 +65,27 @@ def iter_documents(
                     yield lines
                 lines, chars = [], 0
                 continue
-            if chars and chars + len(line) > max_document_chars:
-                yield lines  # cut an overlong document at a line boundary
-                lines, chars = [], 0
-            lines.append(line)
-            chars += len(line)
+            for piece in _cut_line(line, max_document_chars):
+                if chars and chars + len(piece) > max_document_chars:
+                    yield lines  # cut an overlong document at a line boundary
+                    lines, chars = [], 0
+                lines.append(piece)
+                chars += len(piece)
         if lines:
             yield lines
+
+
+def _cut_line(line: str, max_chars: int) -> Iterator[str]:
+    """`line`, or an overlong one (a file with no line breaks) cut at the last space before
+    every `max_chars` characters (anywhere when a stretch has none), so one line never makes
+    a slice, and the memory of a build, grow past about `max_chars`."""
+    start = 0
+    while len(line) - start > max_chars:
+        cut = line.rfind(" ", start + 1, start + max_chars + 1)
+        cut = cut if cut > start else start + max_chars
+        yield line[start:cut]
+        start = cut + (line[cut:cut + 1] == " ")
+    yield line[start:]
 
 
 def _pieces(document: list[str], max_chars: int) -> Iterator[list[str]]:

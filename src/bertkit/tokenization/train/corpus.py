@@ -260,7 +260,7 @@ def count_words(
         for partial in parallel_map(WordCounter(text, scheme), chunks, workers=workers):
             counts.update(partial)
     if not counts:
-        raise BertkitError(f"empty corpus: no words in {', '.join(source.files)}")
+        raise BertkitError(f"no text in {', '.join(source.files)}: only empty documents (blank lines or none), nothing can be built")
     return dict(counts)
 
 
