@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from bertkit.textio import is_jsonl, iter_lines
+from bertkit.textio import cut_long_line, is_jsonl, iter_lines
 
 SLICE_CHARS = 1_000_000  # characters of text per slice (one unit of work, one shard)
 
@@ -56,7 +56,7 @@ def iter_documents(
         for _, text in iter_lines(path, text_field=text_field, skip_bad=skip_bad_lines):
             if jsonl:
                 paragraphs = [p.strip() for p in text.splitlines()]
-                document = [piece for p in paragraphs if p for piece in _cut_line(p, max_document_chars)]
+                document = [piece for p in paragraphs if p for piece in cut_long_line(p, max_document_chars)]
                 yield from _pieces(document, max_document_chars)
                 continue
             line = text.strip()
@@ -65,7 +65,7 @@ def iter_documents(
                     yield lines
                 lines, chars = [], 0
                 continue
-            for piece in _cut_line(line, max_document_chars):
+            for piece in cut_long_line(line, max_document_chars):
                 if chars and chars + len(piece) > max_document_chars:
                     yield lines  # cut an overlong document at a line boundary
                     lines, chars = [], 0
@@ -74,18 +74,6 @@ def iter_documents(
         if lines:
             yield lines
 
-
-def _cut_line(line: str, max_chars: int) -> Iterator[str]:
-    """`line`, or an overlong one (a file with no line breaks) cut at the last space before
-    every `max_chars` characters (anywhere when a stretch has none), so one line never makes
-    a slice, and the memory of a build, grow past about `max_chars`."""
-    start = 0
-    while len(line) - start > max_chars:
-        cut = line.rfind(" ", start + 1, start + max_chars + 1)
-        cut = cut if cut > start else start + max_chars
-        yield line[start:cut]
-        start = cut + (line[cut:cut + 1] == " ")
-    yield line[start:]
 
 
 def _pieces(document: list[str], max_chars: int) -> Iterator[list[str]]:
