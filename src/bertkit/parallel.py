@@ -71,15 +71,22 @@ def default_threads() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else available_cores()
 
 
+def prefer_passive_waiting() -> None:
+    """OpenMP threads that wait passively (OMP_WAIT_POLICY=PASSIVE, unless the user set a
+    policy): a waiting thread that spins takes a core from the other jobs of a busy machine
+    and from this run's own threads (docs/benchmarks.md, "busy machine"). OpenMP reads the
+    variable when torch loads, so this runs first thing in `bertkit` (cli.main), before
+    parsing (`pretrain`'s parser loads torch)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def apply_thread_policy(threads: int | None) -> int:
     """Give torch's intra-op pool, the tokenizers library's Rust pool (rayon) and OpenMP
     `threads` threads (None: `default_threads()`); returns the count.
 
     Called once, before a command runs: rayon and OpenMP read their environment when their
-    pool starts (the first parallel call, or loading torch), so the variables are set first.
-    OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE, unless the user set a policy): a
-    waiting thread that spins takes a core from the other jobs of a busy machine and from
-    this run's own threads (docs/benchmarks.md, "busy machine").
+    pool starts (the first parallel call, or loading torch), so the variables are set first;
+    torch, if a parser already loaded it, is sized directly.
     """
     from bertkit.errors import BertkitError
 
@@ -88,7 +95,7 @@ def apply_thread_policy(threads: int | None) -> int:
     threads = threads or default_threads()
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
         os.environ[name] = str(threads)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    prefer_passive_waiting()
     if "torch" in sys.modules:  # already loaded (a library caller, a test): its pool is sized directly
         sys.modules["torch"].set_num_threads(threads)
     return threads

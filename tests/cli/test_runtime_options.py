@@ -83,6 +83,25 @@ def test_default_threads_follow_omp_num_threads_else_the_affinity(monkeypatch):
     assert default_threads() == available_cores() == len(os.sched_getaffinity(0))
 
 
+def test_torch_loads_after_the_wait_policy_even_when_a_parser_loads_it():
+    """`pretrain`'s parser loads torch (its objectives' flags): OpenMP reads OMP_WAIT_POLICY
+    then, so bertkit sets it before parsing."""
+    probe = ("import os, sys, importlib.abc\n"
+             "seen = []\n"
+             "class Watch(importlib.abc.MetaPathFinder):\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name == 'torch' and not seen:\n"
+             "            seen.append(os.environ.get('OMP_WAIT_POLICY'))\n"
+             "sys.meta_path.insert(0, Watch())\n"
+             "import bertkit.commands.pretrain as p\n"
+             "p.run = lambda args: print(seen[0]) or 0\n"
+             "from bertkit import cli\n"
+             "sys.exit(cli.main(['pretrain', '--threads', '1']))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["PASSIVE"]
+
+
 def test_a_fresh_process_loads_torch_with_the_policy_in_place():
     """OpenMP and rayon read their variables when their pools start: the CLI sets them before
     the command imports torch, and keeps a wait policy the user chose."""
