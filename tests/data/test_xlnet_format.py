@@ -130,4 +130,4 @@ def test_a_tokenizer_without_a_special_token_is_refused_in_one_line(tmp_path, ca
     message = capsys.readouterr().err.strip()
     assert message.startswith("bertkit: error: ") and "\n" not in message
     # the data build names the directory; a WordPiece vocabulary without [CLS]/[SEP] is refused on loading
-    assert f"{tok}: the tokenizer has no {role} token" in message or f"WordPiece vocabulary: no {role}_token" in message
+    assert f"{tok}: the tokenizer has no {role} token" in message or f"{tok / 'vocab.txt'}: no {role}_token" in message

@@ -136,3 +136,19 @@ def test_predict_on_a_t5_classification_checkpoint_classifies_rather_than_genera
     predictor = Predictor.from_pretrained(tmp_path, device="cpu")
     assert not predictor.loaded.generates and predictor.family == "classification"
     assert set(predictor(["A cat sat."])[0]) >= {"label", "score"}
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_generate_and_predict_take_a_precision(t5_dir, capsys, precision):
+    """The generating model loads in int8 / bf16 like every other loader; greedy text is
+    produced for each input (not necessarily fp32's: rounding may change a token)."""
+    generator = load_generator(t5_dir, device="cpu", precision=precision)
+    assert generator.precision == precision
+    if precision == "int8":
+        assert any("quantized" in type(m).__module__ for m in generator.model.modules())
+    else:
+        assert next(generator.model.parameters()).dtype == torch.bfloat16
+    assert main(["generate", "--model", str(t5_dir), "--max-new-tokens", "4", "--precision", precision, *TEXTS[:2]]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["predict", "--model", str(t5_dir), "--max-new-tokens", "4", "--precision", precision, TEXTS[1]]) == 0
+    assert "generated_text" in json.loads(capsys.readouterr().out)

@@ -47,12 +47,13 @@ ANSWERED = {"id": "q1", "question": "Where is Paris?", "answers": [{"text": "Fra
 IMPOSSIBLE = {"id": "q2", "question": "Where is Rome?", "answers": [], "is_impossible": True}
 
 
-def test_version_2_on_a_v1_file_is_an_error(tmp_path):
+def test_training_version_2_on_a_v1_file_is_an_error(tmp_path):
     path = _squad(tmp_path, "1.1", [ANSWERED])
-    with pytest.raises(BertkitError, match=r"squad\.json: read as SQuAD v2\.0 .* says version 1\.1 and has no "
+    with pytest.raises(BertkitError, match=r"squad\.json: training as SQuAD v2\.0 .* says version 1\.1 and has no "
                                            r"unanswerable questions"):
-        qa.read_examples(path, 2)
-    assert len(qa.read_examples(path, "auto")) == len(qa.read_examples(path, 1)) == 1
+        qa.read_examples(path, 2, training=True)
+    assert len(qa.read_examples(path, "auto", training=True)) == len(qa.read_examples(path, 1, training=True)) == 1
+    assert len(qa.read_examples(path, 2)) == 1  # scoring it with v2.0's keys is allowed
 
 
 def test_version_1_on_a_file_with_unanswerable_questions_is_an_error(tmp_path):

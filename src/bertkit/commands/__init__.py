@@ -13,6 +13,15 @@ def note(message: str) -> None:
         print(f"bertkit: {message}", file=sys.stderr)
 
 
+def add_precision_argument(parser, help_suffix: str = "") -> None:
+    """`--precision fp32|int8|bf16` (bertkit.inference.precision) on a command that loads a model."""
+    from bertkit.inference.precision import DEFAULT_PRECISION, PRECISIONS
+
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION,
+                        help="inference precision: fp32 (default), int8 (dynamic quantization of the linear "
+                             f"layers, CPU) or bf16 (weights and compute in bfloat16){help_suffix}")
+
+
 def warn(message: str | None) -> None:
     """`bertkit: warning: MESSAGE` on stderr, once per run (rank 0 under torchrun); None: nothing."""
     if message:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import sys
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 
 

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bertkit.commands import add_runtime_options
-from pathlib import Path
 
 
 def add_parser(subparsers) -> None:

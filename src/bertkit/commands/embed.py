@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import io
 import json
 import sys
@@ -13,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.atomic import write_bytes_atomic
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.textio import iter_lines, iter_stream_lines
@@ -32,6 +31,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--layers", choices=LAYER_CHOICES, default="last", help="which layers (BERT paper Table 7)")
     p.add_argument("--layer-weights", help="comma-separated weights for --layers weighted_sum (L+1 values)")
     p.add_argument("--batch-size", type=int, default=64)
+    add_precision_argument(p)
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                    help="L2-normalize each vector (default: on when the checkpoint's modules.json has a Normalize "
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     texts = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     vectors = embed(texts, model=args.model, pooling=args.pooling, layers=args.layers,
                     layer_weights=_parse_weights(args.layer_weights), batch_size=args.batch_size,
-                    max_length=args.max_length, normalize=args.normalize,
+                    max_length=args.max_length, normalize=args.normalize, precision=args.precision,
                     progress=False if args.no_progress else None)
     if args.output and args.output.endswith(".npy"):
         buffer = io.BytesIO()

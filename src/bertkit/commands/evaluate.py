@@ -9,14 +9,13 @@ fine-tuned model (glue, classify, ner, multiple-choice) add their subparser here
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import json
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 
@@ -48,6 +47,7 @@ def _add_squad(tasks) -> None:
                                                       "(v2.0: with its saved no-answer threshold)")
     p.add_argument("--batch-size", type=int, default=64, help="with --model")
     add_runtime_options(p)
+    add_precision_argument(p, "; with --model")
     p.add_argument("--na-prob", metavar="FILE", help="v2.0: JSON {question id: no-answer probability}; "
                                                     "adds best_exact/best_f1 and their thresholds (in "
                                                     "the file's unit: probabilities)")
@@ -68,6 +68,7 @@ def _add_model_options(p) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
     add_runtime_options(p)
+    add_precision_argument(p)
 
 
 def _add_glue(tasks) -> None:
@@ -116,7 +117,7 @@ def _load_model_of_family(args: argparse.Namespace):
     from bertkit.inference.loading import load_finetuned
     from bertkit.tasks.registry import get_task_family
 
-    loaded = load_finetuned(args.model)
+    loaded = load_finetuned(args.model, precision=args.precision)
     family = get_task_family(loaded.spec.family)
     if family.name != args.family:
         raise BertkitError(f"{args.model}: a {family.title} model; score it with "

@@ -11,11 +11,10 @@ prediction {"token", "token_str", "token_id", "score", "sequence"}.
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import json
 import sys
 
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -31,6 +30,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=32)
+    add_precision_argument(p)
     p.add_argument("--format", choices=("table", "jsonl"), default="table",
                    help="table (default): ranked lines per text; jsonl: one JSON object per text on stdout")
     add_runtime_options(p)
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.from_pretrained(args.model)
     _check_texts(inputs, tokenizer.mask_token)
     texts = [item.text for item in inputs]
-    results = fill_mask(texts, model=args.model, tokenizer=tokenizer, top_k=args.top_k, batch_size=args.batch_size)
+    results = fill_mask(texts, model=args.model, tokenizer=tokenizer, top_k=args.top_k, batch_size=args.batch_size,
+                        precision=args.precision)
     if args.format == "jsonl":
         sys.stdout.write("".join(json.dumps({"text": text, "predictions": masks}, ensure_ascii=False) + "\n"
                                  for text, masks in zip(texts, results)))

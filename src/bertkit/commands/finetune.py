@@ -16,10 +16,9 @@ run folder's contents.
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import sys
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
 from bertkit.tasks.registry import QA, command_families, get_task_family

@@ -14,11 +14,10 @@ dropped, T5's sentinels (<extra_id_N>) kept. The options are `model.generate`'s
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import json
 import sys
 
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -33,7 +32,8 @@ def add_parser(subparsers) -> None:
     add_generation_arguments(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-source-length", type=int, help="input tokens kept (default: 512)")
-    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available; int8: cpu)")
+    add_precision_argument(p)
     p.add_argument("--format", choices=("text", "jsonl"), default="text",
                    help="text (default): one generated text a line; jsonl: {text, generated_text} per input")
     add_runtime_options(p)
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     inputs = read_texts(args.texts, args.file, args.text_field)
     check_texts(inputs)
-    loaded = load_generator(args.model, args.device)
+    loaded = load_generator(args.model, args.device, args.precision)
     texts = [item.text for item in inputs]
     results = generate(loaded, texts, batch_size=args.batch_size, max_source_length=args.max_source_length,
                        seed=args.seed, **generation_options(args))

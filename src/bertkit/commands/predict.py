@@ -17,12 +17,11 @@ with scores, entities with character spans, the chosen index, or the answer span
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import json
 import sys
 from typing import Any
 
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.commands.generate import add_generation_arguments, check_texts, generation_options
 from bertkit.commands.inputs import check_one_source, numbered_lines, read_texts
 from bertkit.errors import BertkitError
@@ -40,7 +39,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--pair-field", default="pair", help="JSONL field of the second text of a pair (default: pair)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
-    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available; int8: cpu)")
+    add_precision_argument(p)
     group = p.add_argument_group("text-to-text models (T5)", "decoding options, as `bertkit generate`")
     add_generation_arguments(group)
     add_runtime_options(p)
@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_one_source(args.texts, args.file)
     predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
-                                          max_seq_length=args.max_seq_length, generation=generation_options(args))
+                                          max_seq_length=args.max_seq_length, generation=generation_options(args),
+                                          precision=args.precision)
     inputs = read_inputs(predictor, args)
     results = predictor(inputs, progress=not args.no_progress and len(inputs) >= 2048)
     echo = (lambda text: {"text": text}) if predictor.loaded.generates else \

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 
 from bertkit.commands import add_runtime_options
-
 from bertkit.errors import BertkitError
 
 

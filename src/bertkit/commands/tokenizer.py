@@ -4,11 +4,10 @@ quality; show what it does to texts (one JSON line per text)."""
 from __future__ import annotations
 
 import argparse
-
-from bertkit.commands import add_runtime_options
 import json
 from pathlib import Path
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 
 ALGORITHM_HELP = (

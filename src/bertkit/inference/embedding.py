@@ -22,18 +22,25 @@ from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.features import classification_positions, pool_tokens, select_layers
 from bertkit.inference.loading import LoadedModel, load_encoder, max_tokens
+from bertkit.inference.precision import check_precision
 from bertkit.model.families import model_inputs
 
 
-def _load(model, tokenizer) -> LoadedModel:
-    """A directory, a LoadedModel or a model object (+ its tokenizer) as a LoadedModel."""
+def _load(model, tokenizer, precision: str | None) -> LoadedModel:
+    """A directory (loaded in `precision`), a LoadedModel or a model object (+ its
+    tokenizer) as a LoadedModel; a loaded model keeps the precision it was loaded in."""
     if isinstance(model, (str, os.PathLike)):
-        return load_encoder(model, tokenizer=tokenizer)
+        return load_encoder(model, tokenizer=tokenizer, precision=check_precision(precision))
     if isinstance(model, LoadedModel):
-        return model
-    if tokenizer is None:
+        loaded = model
+    elif tokenizer is None:
         raise BertkitError("tokenizer: required when `model` is a model object rather than a directory")
-    return LoadedModel(None, model, tokenizer)
+    else:
+        loaded = LoadedModel(None, model, tokenizer)
+    if precision is not None and check_precision(precision) != loaded.precision:
+        raise BertkitError(f"precision {precision!r}: the model given is already loaded in {loaded.precision}; "
+                           "pass its directory, or load it with load_encoder(..., precision=...)")
+    return loaded
 
 
 def embed(
@@ -47,6 +54,7 @@ def embed(
     max_length: int | None = None,
     normalize: bool | None = None,
     progress: bool | None = None,
+    precision: str | None = None,
 ) -> np.ndarray | list[np.ndarray]:
     """Contextual feature vectors for `texts`, in input order.
 
@@ -62,6 +70,8 @@ def embed(
     `normalize=False` gives raw vectors from a Normalize pipeline; token vectors
     (pooling="none") are normalized only when asked, as sentence-transformers leaves them.
     `progress=None` shows a bar only for long inputs on a terminal.
+    precision: "fp32" (default), "int8" or "bf16" (bertkit.inference.precision) for a
+    directory; the vectors are float32 whichever.
     """
     if isinstance(texts, str):
         raise BertkitError("texts: expected a list of strings, got a single string (wrap it in a list)")
@@ -73,7 +83,7 @@ def embed(
         raise BertkitError("pooling='pooler' uses the pooled [CLS] output and only goes with layers='last'")
     if batch_size < 1:
         raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
-    loaded = _load(model, tokenizer)
+    loaded = _load(model, tokenizer, precision)
     model, tokenizer, modules = loaded.backbone, loaded.tokenizer, loaded.sentence_modules
     pooling = pooling or (modules.pooling if modules else "mean")
     if normalize is None:
@@ -108,6 +118,7 @@ def embed(
                     vectors = out.pooler_output
                 else:
                     features = select_layers(out.hidden_states, layers, layer_weights) if need_all_layers else out.last_hidden_state
+                    features = features.float()  # pooled in fp32 whatever the precision (a bf16 sum drifts)
                     if pooling == "none":  # the real tokens, wherever the tokenizer put the padding
                         for row, real, feats in zip(rows, attention_mask.bool(), features):
                             results[row] = _finish(feats[real], normalize)

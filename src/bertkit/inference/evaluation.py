@@ -17,17 +17,19 @@ from bertkit.inference.loading import LoadedModel, load_finetuned
 
 def evaluate(model: str | os.PathLike | LoadedModel, data: str | os.PathLike, *, labels_path: str | None = None,
              batch_size: int = 64, max_seq_length: int | None = None, progress: bool = False,
-             **spec_overrides: Any) -> dict[str, float]:
+             precision: str = "fp32", **spec_overrides: Any) -> dict[str, float]:
     """The family's official metrics of a fine-tuned model on the labelled file `data`.
 
     The file is read as the model was trained (its `bertkit_task.json`); `spec_overrides`
     (glue_task, text_column, pair_column, label_column, tag_column) change that, e.g. for
     a model fine-tuned elsewhere. Labels must be in the model's label map (one-line error
     naming file and line otherwise). Returns the metrics plus `examples` (their count).
+    precision ("fp32", "int8", "bf16") applies when `model` is a directory; a
+    `LoadedModel` runs in the precision it was loaded in.
     """
     from bertkit.tasks.programs import metrics_for
 
-    loaded = model if isinstance(model, LoadedModel) else load_finetuned(model)
+    loaded = model if isinstance(model, LoadedModel) else load_finetuned(model, precision=precision)
     changes = {k: v for k, v in spec_overrides.items() if v is not None}
     if max_seq_length is not None:
         changes["max_seq_length"] = max_seq_length

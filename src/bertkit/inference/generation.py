@@ -25,21 +25,24 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.inference.loading import LoadedModel, default_device, place
+from bertkit.inference.precision import DEFAULT_PRECISION
 from bertkit.inference.outputs import InferenceOutputs
 
 DEFAULT_MAX_SOURCE_LENGTH = 512  # T5's model_max_length; relative positions set no hard limit
 SENTINEL = re.compile(r"<extra_id_\d+>")
 
 
-def load_generator(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
-    """The family's generating model (T5ForConditionalGeneration) and tokenizer; a one-line
-    error naming the directory when the family cannot generate (an encoder)."""
+def load_generator(directory: str | os.PathLike, device: str | None = None,
+                   precision: str = DEFAULT_PRECISION) -> LoadedModel:
+    """The family's generating model (T5ForConditionalGeneration) and tokenizer in `precision`;
+    a one-line error naming the directory when the family cannot generate (an encoder)."""
     from bertkit.model.families import family_of
     from bertkit.tokenization import Tokenizer
 
     model_class = family_of(directory).generator_class(directory)
-    model = place(model_class.from_pretrained(directory), device or default_device())
-    return LoadedModel(Path(directory), model, Tokenizer.from_pretrained(directory))
+    device = device or (None if precision == "int8" else default_device())  # int8 runs on the CPU
+    model = place(model_class.from_pretrained(directory), device, precision)
+    return LoadedModel(Path(directory), model, Tokenizer.from_pretrained(directory), precision=precision)
 
 
 def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,

@@ -19,7 +19,9 @@ was saved with it. `predict`, `evaluate`, `embed` and `fill_mask` take a directo
 
 Placement (`place`): `device=None` puts a fine-tuned model on CUDA when available and
 leaves encoders and masked-LM models on the CPU, as predict / embed / fill-mask always
-have; precision choices will go there too. Nothing here imports the training runs.
+have; `precision` ("fp32", "int8", "bf16": bertkit.inference.precision) converts the
+model there, once, and the `LoadedModel` records it. int8 runs on the CPU, so an int8
+fine-tuned model stays there. Nothing here imports the training runs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.inference.outputs import InferenceOutputs
+from bertkit.inference.precision import DEFAULT_PRECISION, apply_precision, check_precision, device_for
 
 
 @dataclass
@@ -41,7 +44,8 @@ class LoadedModel:
 
     directory: where it came from (None for a model object handed in); spec (a
     `TaskSpec`) and program_cls: a fine-tuned model's task settings and task family
-    program; sentence_modules: a sentence-transformers folder's pipeline (embed).
+    program; sentence_modules: a sentence-transformers folder's pipeline (embed);
+    precision: what `place` converted the model to ("fp32", "int8", "bf16").
     """
 
     directory: Path | None
@@ -50,6 +54,7 @@ class LoadedModel:
     spec: Any = None  # TaskSpec
     program_cls: type | None = None
     sentence_modules: Any = None  # SentenceModules
+    precision: str = DEFAULT_PRECISION
 
     @property
     def config(self):
@@ -85,7 +90,8 @@ class LoadedModel:
 
         self.model.eval()
         with torch.inference_mode():
-            return InferenceOutputs(run_features(self.model, features, self.collate, batch_size, progress, "predict"))
+            logits = run_features(self.model, features, self.collate, batch_size, progress, "predict")
+        return InferenceOutputs(logits, precision=self.precision)
 
     def outputs(self, features, batch_size: int, progress: bool = False) -> list[np.ndarray]:
         """Logits of each feature (`run(...).logits`)."""
@@ -119,36 +125,56 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def place(model, device: str | None):
-    """The model in eval mode on `device` (None: where it is)."""
+def place(model, device: str | None, precision: str = DEFAULT_PRECISION):
+    """The model in eval mode on `device` (None: where it is), converted to `precision`
+    (int8: on the CPU, whatever the default device)."""
     import torch
 
+    device = device_for(precision, device)
     if device is not None:
         model.to(torch.device(device))
     model.eval()
-    return model
+    return apply_precision(model, precision)
 
 
 # ---------------------------------------------------------------------------- loaders
 
 
-def load_finetuned(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
-    """Model, tokenizer and task settings of a fine-tuned checkpoint directory."""
+def load_finetuned(directory: str | os.PathLike, device: str | None = None,
+                   precision: str = DEFAULT_PRECISION) -> LoadedModel:
+    """Model, tokenizer and task settings of a fine-tuned checkpoint directory, in `precision`."""
     from bertkit.model.families import load_config
     from bertkit.tasks.feature_tagger import is_feature_tagger, load_feature_tagger
     from bertkit.tasks.programs import TaggingProgram, TaskSpec, get_program
     from bertkit.tokenization import Tokenizer
 
+    precision = check_precision(precision)  # before loading: a typo fails fast
     directory = Path(directory)
+    device = device or (default_device() if precision != "int8" else None)
     if is_feature_tagger(directory):  # a frozen encoder + BiLSTM tagger (`finetune ner --features`)
-        model = place(load_feature_tagger(directory), device or default_device())
+        model = place(load_feature_tagger(directory), device, precision)
         spec, program_cls = TaskSpec.load(directory, model.config), TaggingProgram
     else:
         config = load_config(directory)
         spec = TaskSpec.load(directory, config)
         program_cls = get_program(spec.family)
-        model = place(_task_model(directory, config, program_cls), device or default_device())
-    return LoadedModel(directory, model, Tokenizer.from_pretrained(directory), spec, program_cls)
+        model = place(_task_model(directory, config, program_cls), device, precision)
+    return LoadedModel(directory, model, Tokenizer.from_pretrained(directory), spec, program_cls, precision=precision)
+
+
+def is_finetuned(directory: str | os.PathLike) -> bool:
+    """Whether `directory` holds a model with a task head `load_finetuned` loads: bertkit's
+    `best/` (bertkit_task.json), a feature-based tagger, or a checkpoint whose config.json
+    names a task architecture (BertForSequenceClassification, ...)."""
+    from bertkit.model.families import architecture_task_families, load_config
+    from bertkit.tasks.feature_tagger import is_feature_tagger
+    from bertkit.tasks.programs import TASK_FILE
+
+    directory = Path(directory)
+    if (directory / TASK_FILE).is_file() or is_feature_tagger(directory):
+        return True
+    architectures = load_config(directory).extra.get("architectures") or []
+    return any(name in architecture_task_families() for name in architectures)
 
 
 def _task_model(directory: Path, config, program_cls):
@@ -165,7 +191,8 @@ def _task_model(directory: Path, config, program_cls):
     return model
 
 
-def load_encoder(directory: str | os.PathLike, device: str | None = None, tokenizer=None) -> LoadedModel:
+def load_encoder(directory: str | os.PathLike, device: str | None = None, tokenizer=None,
+                 precision: str = DEFAULT_PRECISION) -> LoadedModel:
     """The family's bare encoder (BertModel, RobertaModel, ElectraModel, AlbertModel) from any
     checkpoint of the family, its tokenizer (`tokenizer`: one given instead) and its
     sentence-transformers modules (if any)."""
@@ -173,10 +200,11 @@ def load_encoder(directory: str | os.PathLike, device: str | None = None, tokeni
     from bertkit.model.families import family_of
     from bertkit.tokenization import Tokenizer
 
+    precision = check_precision(precision)
     modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
-    model = place(family_of(directory).backbone_class().from_pretrained(directory), device)
+    model = place(family_of(directory).backbone_class().from_pretrained(directory), device, precision)
     tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
-    return LoadedModel(Path(directory), model, tokenizer, sentence_modules=modules)
+    return LoadedModel(Path(directory), model, tokenizer, sentence_modules=modules, precision=precision)
 
 
 def load_mlm_model(directory: str | os.PathLike):
@@ -201,10 +229,12 @@ def _generator_hint(directory: str | os.PathLike) -> str:
     return f" (this run's generator: {generator})" if (generator / "config.json").is_file() else ""
 
 
-def load_masked_lm(directory: str | os.PathLike, device: str | None = None, tokenizer=None) -> LoadedModel:
+def load_masked_lm(directory: str | os.PathLike, device: str | None = None, tokenizer=None,
+                   precision: str = DEFAULT_PRECISION) -> LoadedModel:
     """The masked-LM model of a checkpoint and its tokenizer (`tokenizer`: one already read
     from `directory`, e.g. to check texts before loading the weights)."""
     from bertkit.tokenization import Tokenizer
 
-    model = place(load_mlm_model(directory), device)
-    return LoadedModel(Path(directory), model, tokenizer or Tokenizer.from_pretrained(directory))
+    precision = check_precision(precision)
+    model = place(load_mlm_model(directory), device, precision)
+    return LoadedModel(Path(directory), model, tokenizer or Tokenizer.from_pretrained(directory), precision=precision)

@@ -15,7 +15,7 @@ from bertkit.model.families import model_inputs
 
 
 def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
-              batch_size: int = 32) -> list[list[dict]] | list[list[list[dict]]]:
+              batch_size: int = 32, precision: str = "fp32") -> list[list[dict]] | list[list[list[dict]]]:
     """Top-k predictions for every mask token (the tokenizer's: [MASK], <mask> for RoBERTa).
 
     `texts` is one text — then the result is one list per mask position (left to right)
@@ -27,11 +27,12 @@ def fill_mask(texts: str | Sequence[str], model, tokenizer=None, top_k: int = 5,
     the vocabulary entry ("Ġcity" in byte-level BPE, "##ly" in WordPiece), `token_str` its
     text, `sequence` the text with that mask filled in as the tokenizer's decoder writes
     the token after its left neighbour (`filled_text`); other masks are left as they are.
+    precision ("fp32", "int8", "bf16") applies when `model` is a directory.
     """
     single = isinstance(texts, str)
     batch = [texts] if single else list(texts)
     if isinstance(model, (str, os.PathLike)):
-        model = load_masked_lm(model, tokenizer=tokenizer)
+        model = load_masked_lm(model, tokenizer=tokenizer, precision=precision)
     if isinstance(model, LoadedModel):
         model, tokenizer = model.model, model.tokenizer
     elif tokenizer is None:

@@ -20,7 +20,10 @@ class InferenceOutputs:
     (C,) multiple choice; float32 (bertkit.tasks.programs.run_features).
     sequences: the generated token ids of each feature (a text-to-text model); None for
     encoders, which generate nothing.
+    precision: the precision the model ran in ("fp32", "int8", "bf16";
+    bertkit.inference.precision); the logits are float32 whatever it is.
     """
 
     logits: list[np.ndarray]
     sequences: list[list[int]] | None = None
+    precision: str = "fp32"

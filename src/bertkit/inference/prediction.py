@@ -68,8 +68,9 @@ class Predictor:
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike, *, device: str | None = None, batch_size: int = 32,
-                        max_seq_length: int | None = None, generation: dict[str, Any] | None = None) -> "Predictor":
-        return cls(load_for_prediction(directory, device), batch_size, max_seq_length, generation)
+                        max_seq_length: int | None = None, generation: dict[str, Any] | None = None,
+                        precision: str = "fp32") -> "Predictor":
+        return cls(load_for_prediction(directory, device, precision), batch_size, max_seq_length, generation)
 
     @property
     def family(self) -> str | None:
@@ -92,7 +93,8 @@ class Predictor:
         return predict(self.loaded, batch, self.max_seq_length, self.batch_size, progress)
 
 
-def load_for_prediction(directory: str | os.PathLike, device: str | None = None) -> LoadedModel:
+def load_for_prediction(directory: str | os.PathLike, device: str | None = None,
+                        precision: str = "fp32") -> LoadedModel:
     """What `predict` runs: a fine-tuned model (its task file, or a task head's name in
     config.json's `architectures`, says how: load_finetuned) or, for any other checkpoint
     whose family generates text (a pre-trained T5), the generating model (load_generator)."""
@@ -102,19 +104,19 @@ def load_for_prediction(directory: str | os.PathLike, device: str | None = None)
 
     directory = Path(directory)
     if (directory / TASK_FILE).is_file() or is_feature_tagger(directory) or not family_of(directory).can_generate:
-        return load_finetuned(directory, device)
+        return load_finetuned(directory, device, precision)
     heads = architecture_task_families()
     if any(name in heads for name in load_config(directory).extra.get("architectures") or []):
-        return load_finetuned(directory, device)
+        return load_finetuned(directory, device, precision)
     from bertkit.inference.generation import load_generator
 
-    return load_generator(directory, device)
+    return load_generator(directory, device, precision)
 
 
 def predict(model: str | os.PathLike | Predictor, inputs: Any, **options: Any) -> list[dict[str, Any]]:
     """Predictions of a fine-tuned model for `inputs` (module docstring for the shapes).
 
     model: a checkpoint directory or a `Predictor`; options: `device`, `batch_size`,
-    `max_seq_length` (used when loading a directory)."""
+    `max_seq_length`, `precision` ("fp32", "int8", "bf16"; used when loading a directory)."""
     predictor = model if isinstance(model, Predictor) else Predictor.from_pretrained(model, **options)
     return predictor(inputs)

@@ -42,11 +42,14 @@ class BertSelfAttention(nn.Module):
         With `unpadding`, hidden_states are packed (N, H) rows: projected as rows, then
         scattered into (B, heads, T, d_head) with zeros at padding. With `query_rows`,
         queries are projected at its rows only: (B, heads, M_max, d_head)."""
-        query_weight, query_bias = self.query.weight, self.query.bias
-        if query_scale != 1.0:  # folded into the (H, H) weight: free, unlike scaling the (B, heads, T, T) scores
-            query_weight, query_bias = query_weight * query_scale, query_bias * query_scale
         query_input = hidden_states if query_rows is None else query_rows.select(hidden_states)  # (M, H)
-        query = F.linear(query_input, query_weight, query_bias)
+        if query_scale != 1.0 and isinstance(self.query.weight, torch.Tensor):
+            # folded into the (H, H) weight: free, unlike scaling the (B, heads, T, T) scores
+            query = F.linear(query_input, self.query.weight * query_scale, self.query.bias * query_scale)
+        else:  # also a dynamically quantized Linear (int8 inference), whose weight is packed
+            query = self.query(query_input)
+            if query_scale != 1.0:
+                query = query * query_scale
         projections = (self.key(hidden_states), self.value(hidden_states))  # 2 x (B, T, H) or (N, H)
         if unpadding is not None:
             key, value = (unpadding.pad_heads(x, self.num_heads) for x in projections)

@@ -173,8 +173,9 @@ class BertModel(UnpadSwitch, BertPreTrainedModel):
         read_positions: (B, T) bool, the positions whose final hidden state the caller
         reads (e.g. MLM targets): the last layer runs only there and at [CLS] (for the
         pooler), and `last_hidden_state` is zero elsewhere (bertkit.model.query_rows).
-        Ignored with output_hidden_states, output_attentions or a (B, T, T) mask."""
-        if read_positions is not None and (output_hidden_states or output_attentions
+        Ignored with output_hidden_states, output_attentions or a (B, T, T) mask, and under a
+        trace (`torch.onnx.export`), which would freeze the data-dependent row count."""
+        if read_positions is not None and (output_hidden_states or output_attentions or torch.jit.is_tracing()
                                            or (attention_mask is not None and attention_mask.dim() == 3)):
             read_positions = None
         if read_positions is not None:

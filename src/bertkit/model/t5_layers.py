@@ -25,6 +25,15 @@ from torch import nn
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.layers import ACTIVATIONS
 
+
+def fused_linear(x: torch.Tensor, *layers: nn.Module) -> torch.Tensor:
+    """The outputs of bias-free `layers` on `x`, concatenated on the last axis: one matmul
+    over their stacked weights; each layer on its own when a weight is not a plain tensor
+    (int8 dynamically quantized linears pack theirs)."""
+    if all(isinstance(layer.weight, torch.Tensor) for layer in layers):
+        return F.linear(x, torch.cat([layer.weight for layer in layers]))
+    return torch.cat([layer(x) for layer in layers], dim=-1)
+
 # (self_key, self_value, cross_key, cross_value), each (B, heads, length, d_kv)
 LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -118,8 +127,7 @@ class T5Attention(nn.Module):
         `past` = the encoder's (key, value), reused as they are.
         Returns (B, Tq, d_model) and the (key, value) to cache."""
         if key_value_states is None:  # self-attention: q, k, v in one matmul
-            weight = torch.cat([self.q.weight, self.k.weight, self.v.weight])
-            query, key, value = F.linear(hidden_states, weight).split(self.inner_dim, dim=-1)
+            query, key, value = fused_linear(hidden_states, self.q, self.k, self.v).split(self.inner_dim, dim=-1)
             query, key, value = self._heads(query), self._heads(key), self._heads(value)  # (B, heads, T, d_kv)
             if past is not None:
                 key, value = torch.cat([past[0], key], dim=2), torch.cat([past[1], value], dim=2)
@@ -128,8 +136,7 @@ class T5Attention(nn.Module):
             if past is not None:
                 key, value = past
             else:
-                weight = torch.cat([self.k.weight, self.v.weight])
-                key, value = F.linear(key_value_states, weight).split(self.inner_dim, dim=-1)
+                key, value = fused_linear(key_value_states, self.k, self.v).split(self.inner_dim, dim=-1)
                 key, value = self._heads(key), self._heads(value)  # (B, heads, S, d_kv)
         if self.training and self.dropout > 0.0 and query.device.type == "cpu":
             # SDPA would fall back to its math path and draw the mask with bernoulli_: the same
@@ -199,7 +206,7 @@ class T5DenseGatedActDense(nn.Module):
         self.act = ACTIVATIONS[config.dense_act_fn]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        gate, linear = F.linear(hidden_states, torch.cat([self.wi_0.weight, self.wi_1.weight])).chunk(2, dim=-1)
+        gate, linear = fused_linear(hidden_states, self.wi_0, self.wi_1).chunk(2, dim=-1)
         return self.wo(self.dropout(self.act(gate) * linear))
 
 

@@ -99,9 +99,11 @@ def plan_unpadding(attention_mask: torch.Tensor | None, unpad: bool | None) -> U
 
     unpad: True = always (when the batch has a (B, T) attention mask), False = never,
     None = automatic: when at least `UNPAD_MIN_PADDING` of the positions are padding.
-    Never under `torch.compile` (the packed row count is data-dependent).
+    Never under `torch.compile` nor a trace (`torch.onnx.export`): the packed row count is
+    data-dependent, and a trace would freeze it.
     """
-    if unpad is False or attention_mask is None or attention_mask.dim() != 2 or torch.compiler.is_compiling():
+    if (unpad is False or attention_mask is None or attention_mask.dim() != 2 or torch.compiler.is_compiling()
+            or torch.jit.is_tracing()):
         return None
     if unpad is None:
         total = attention_mask.numel()

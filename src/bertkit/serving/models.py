@@ -188,10 +188,16 @@ class ServedModel:
         return [[[candidates[: job.options["top_k"]] for candidates in per_text] for per_text in part]
                 for job, part in zip(jobs, _split(predictions, jobs))]
 
+    def run_inspect(self, jobs) -> list[dict]:
+        """The attention page data of each job's one input (bertkit.serving.inspect); one run each."""
+        from bertkit.serving.inspect import inspect_data
+
+        return [inspect_data(self, *job.items[0], **job.options) for job in jobs]
+
     def runners(self) -> dict[str, Any]:
         """Batched task name -> runner, for what this model serves."""
         wanted = {"embed": ("encoder", self.run_embed), "predict": ("task", self.run_predict),
-                  "fill-mask": ("masked_lm", self.run_fill_mask)}
+                  "fill-mask": ("masked_lm", self.run_fill_mask), "inspect": ("encoder", self.run_inspect)}
         return {name: run for name, (capability, run) in wanted.items() if self.has(capability)}
 
 

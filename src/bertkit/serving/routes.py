@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import HTMLResponse, PlainTextResponse
 
 from bertkit.errors import BertkitError
 from bertkit.serving import requests as body_fields
@@ -186,6 +186,38 @@ async def tokenize(state, request: Request):
     return {"tokens": tokens}
 
 
+def _query_integer(query, name: str, default: int, low: int, high: int) -> int:
+    try:
+        value = int(query.get(name, default))
+    except ValueError:
+        raise invalid(f"{name}: expected an integer, got {query[name]!r}") from None
+    if not low <= value <= high:
+        raise invalid(f"{name}: must be in {low}..{high}, got {value}")
+    return value
+
+
+async def inspect(state, request: Request):
+    """The attention page (bertkit.pages.inspect) of ?text=...[&pair=...][&max_tokens=N][&top_k=K]."""
+    from bertkit.inference.attention import DEFAULT_MAX_TOKENS
+    from bertkit.pages.inspect import inspect_page
+    from bertkit.serving.inspect import DEFAULT_TOP_K, page_limit
+
+    query = request.query_params
+    unknown = sorted(set(query) - {"text", "pair", "max_tokens", "top_k"})
+    if unknown:
+        raise invalid(f"{unknown[0]}: unknown query parameter; expected text, pair, max_tokens, top_k")
+    text, pair = query.get("text", ""), query.get("pair") or None
+    if not text.strip():
+        raise invalid("text: required, a non-empty query parameter (GET /inspect?text=...&pair=...)")
+    limit = page_limit(state.served)
+    max_tokens = _query_integer(query, "max_tokens", min(DEFAULT_MAX_TOKENS, limit), 2, limit)
+    top_k = _query_integer(query, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K)
+    sizes = text_sizes(state, [text if pair is None else f"{text} {pair}"], max_tokens)
+    data, _, _ = await run_batched(state, "/inspect", "inspect", [(text, pair)], sizes, max_tokens, True,
+                                   {"max_tokens": max_tokens, "top_k": top_k, "live": True})
+    return HTMLResponse(inspect_page(data))
+
+
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/health", health, summary="200 when the inference worker runs"),
     Route("GET", "/info", info, summary="model, task, labels, precision, limits, routes"),
@@ -195,4 +227,5 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/fill-mask", fill_mask, "masked_lm", "top-k tokens for each mask"),
     Route("POST", "/tokenize", tokenize, summary="tokens with offsets"),
     Route("POST", "/v1/embeddings", openai_embeddings, "encoder", "OpenAI-compatible embeddings"),
+    Route("GET", "/inspect", inspect, "encoder", "the attention page of ?text=...&pair=..."),
 )

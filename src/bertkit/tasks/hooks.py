@@ -35,6 +35,10 @@ Prediction:
   tokens one `predict` input costs the model and whether encoding it cuts text off (a
   server's batch budget and its --truncate check). The default counts the item's texts as
   one sequence and never truncates: the families using it (tagging, QA) window long inputs.
+Export:
+- `input_axes() -> tuple[str, ...]`: the axes of the model's token inputs, named as
+  optimum names them (`bertkit export onnx`'s dynamic axes): ("batch_size",
+  "sequence_length"), with "num_choices" between them for a model scoring choices.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from bertkit.errors import BertkitError
 
 HOOKS = ("spec_from_config", "head_config", "metrics", "evaluation_label_map", "describe", "report_details",
          "report_sections", "report_files", "write_dev_predictions", "dev_plots", "predict", "inputs_from_texts",
-         "inputs_from_file", "input_from_record", "input_from_line", "echo", "input_tokens")
+         "inputs_from_file", "input_from_record", "input_from_line", "echo", "input_tokens", "input_axes")
 INPUT_SOURCE = "<input>"  # where a `predict` input came from, in its error messages
 
 
@@ -172,3 +176,10 @@ def _texts_in(item: Any):
     elif isinstance(item, dict):
         for part in item.values():
             yield from _texts_in(part)
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def input_axes() -> tuple[str, ...]:
+    return ("batch_size", "sequence_length")

@@ -395,3 +395,8 @@ def multiple_choice_metrics(data, outputs: list[np.ndarray]) -> dict[str, float]
     logits = np.stack(outputs)  # (N, C)
     labels = np.asarray([f["labels"] for f in data.features], dtype=np.int64)
     return {"accuracy": percent(accuracy(logits.argmax(-1), labels)), "loss": cross_entropy(logits, labels)}
+
+
+def input_axes() -> tuple[str, ...]:
+    """(B, C, T) inputs: each example's choices side by side (collate)."""
+    return ("batch_size", "num_choices", "sequence_length")

@@ -160,10 +160,13 @@ def read_examples(path: str | Path, version: str | int = "auto", *, training: bo
                 examples.append(example)
     if not examples:
         raise BertkitError(f"{path}: no questions in the file")
-    if number == 2 and str(version) != "auto" and (declared or "").strip().lower().lstrip("v").startswith("1") \
+    if training and number == 2 and str(version) != "auto" \
+            and (declared or "").strip().lower().lstrip("v").startswith("1") \
             and not any(example.is_impossible for example in examples):
-        raise BertkitError(f"{path}: read as SQuAD v2.0 (version 2), but the file says version {declared} and has no "
-                           "unanswerable questions; read it as version 1 (or auto)")
+        # training v2.0 on it would teach a no-answer head from no examples; scoring a v1.1
+        # file with v2.0's keys (evaluate --version 2) is harmless and stays allowed
+        raise BertkitError(f"{path}: training as SQuAD v2.0 (version 2), but the file says version {declared} and "
+                           "has no unanswerable questions; train it as version 1 (or auto)")
     return examples
 
 
