@@ -45,12 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bertkit.parallel import prefer_passive_waiting
+
+    prefer_passive_waiting()  # before anything loads torch (OpenMP reads it then)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
+        if "threads" in args:  # a long-running command: size the thread pools before anything starts them
+            from bertkit.parallel import apply_thread_policy
+
+            args.threads = apply_thread_policy(args.threads)
         result = args.func(args)
     except BertkitError as exc:
         if args.debug:

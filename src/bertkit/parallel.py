@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import sys
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -16,12 +17,12 @@ R = TypeVar("R")
 
 
 def parallel_map(func: Callable[[T], R], items: Iterable[T], *, workers: int | None = None) -> Iterator[R]:
-    """`map(func, items)` on `workers` processes (None: all cores), results in input order.
+    """`map(func, items)` on `workers` processes (None: `default_threads()`), results in input order.
 
     At most two items per worker are in flight, so a long input is never read ahead into
     memory. One worker, or a single item, runs in this process.
     """
-    workers = workers or os.cpu_count() or 1
+    workers = workers or default_threads()
     iterator = iter(items)
     head = list(itertools.islice(iterator, 2))
     items = itertools.chain(head, iterator)
@@ -50,3 +51,51 @@ def _worker_init(func: Callable) -> None:
 
 def _worker_call(item):
     return _worker_func(item)
+
+
+# --- CPU threads: one policy for every long-running command (`--threads`) ---------------
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's or taskset's
+    share), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # platforms without sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """`--threads`' default: OMP_NUM_THREADS when the user set it to a positive whole
+    number, else the cores this process may use."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else available_cores()
+
+
+def prefer_passive_waiting() -> None:
+    """OpenMP threads that wait passively (OMP_WAIT_POLICY=PASSIVE, unless the user set a
+    policy): a waiting thread that spins takes a core from the other jobs of a busy machine
+    and from this run's own threads (docs/benchmarks.md, "busy machine"). OpenMP reads the
+    variable when torch loads, so this runs first thing in `bertkit` (cli.main), before
+    parsing (`pretrain`'s parser loads torch)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def apply_thread_policy(threads: int | None) -> int:
+    """Give torch's intra-op pool, the tokenizers library's Rust pool (rayon) and OpenMP
+    `threads` threads (None: `default_threads()`); returns the count.
+
+    Called once, before a command runs: rayon and OpenMP read their environment when their
+    pool starts (the first parallel call, or loading torch), so the variables are set first;
+    torch, if a parser already loaded it, is sized directly.
+    """
+    from bertkit.errors import BertkitError
+
+    if threads is not None and threads < 1:
+        raise BertkitError(f"--threads must be a positive whole number, got {threads}")
+    threads = threads or default_threads()
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    prefer_passive_waiting()
+    if "torch" in sys.modules:  # already loaded (a library caller, a test): its pool is sized directly
+        sys.modules["torch"].set_num_threads(threads)
+    return threads

@@ -136,3 +136,17 @@ def _jsonl_text(line: str, text_field: str) -> str | None:
         return None
     text = record.get(text_field) if isinstance(record, dict) else None
     return text if isinstance(text, str) else None
+
+
+def cut_long_line(line: str, max_chars: int) -> Iterator[str]:
+    """`line`, or an overlong one (a file with no line breaks) cut at the last space before
+    every `max_chars` characters (anywhere when a stretch has none): the corpus passes
+    (tokenizer training, the data build) then hold about `max_chars` of text per work
+    item however long a line is."""
+    start = 0
+    while len(line) - start > max_chars:
+        cut = line.rfind(" ", start + 1, start + max_chars + 1)
+        cut = cut if cut > start else start + max_chars
+        yield line[start:cut]
+        start = cut + (line[cut:cut + 1] == " ")
+    yield line[start:]

@@ -292,7 +292,7 @@ def test_cli_errors(case, corpus, tok_dir, tmp_path, capsys):
     path = tmp_path / "input.txt"
     if case == "empty":
         path.write_text("\n\n   \n")
-        expected = "no text in .*input.txt: the corpus is empty"
+        expected = "no text in .*input.txt: only empty documents .*, nothing can be built"
     elif case == "one_document":
         path.write_text("D1S1 D1S1. D1S2 D1S2.\nD1S3.\n")
         expected = "nsp needs at least 2 documents .* use --format packed or --format sop"

@@ -326,7 +326,7 @@ def test_empty_corpus(capsys, tmp_path, algorithm):
     code, err = run_cli(
         capsys, "train", "--no-progress", "--algorithm", algorithm, "-o", str(tmp_path / "t"), str(empty)
     )
-    assert code == 1 and "empty corpus" in err and "empty.txt" in err
+    assert code == 1 and "empty.txt" in err and ("nothing can be built" in err or "empty corpus" in err)
 
 
 @pytest.mark.parametrize("algorithm", ["wordpiece", "wordpiece-freq", "bpe", "bbpe"])

@@ -32,3 +32,17 @@ def warn_about_schedule(config) -> None:
     """A training config's schedule warnings (warm-up as long as the run); given to the
     library's `on_start`, so they come after every check and an error stays one line."""
     warn(config.warmup_warning())
+
+
+THREADS_HELP = ("CPU threads for torch, the tokenizers library and data workers (default: OMP_NUM_THREADS "
+                "when set, else the cores this process may use)")
+
+
+def add_runtime_options(parser, *, progress: bool = True) -> None:
+    """`--threads N` and `--no-progress`, the same on every long-running command. `bertkit`
+    applies `--threads` once before the command runs (bertkit.parallel.apply_thread_policy)
+    and leaves the resolved count in `args.threads`; each command maps `args.no_progress`
+    onto its own progress setting."""
+    parser.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
+    if progress:
+        parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -52,7 +53,7 @@ def _add_build(commands) -> None:
     p.add_argument("--no-sentence-split", action="store_true",
                    help="take each line as one sentence (default: split lines into sentences)")
     p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines instead of stopping")
-    p.add_argument("--workers", type=int, default=2, metavar="N", help="worker processes (default: 2)")
+    p.add_argument("--workers", type=int, metavar="N", help="worker processes (default: --threads)")
     p.add_argument("--num-shards", type=int, default=1, metavar="N",
                    help="split the build into N jobs (e.g. on N machines) writing into the same --output")
     p.add_argument("--shard-index", type=int, default=0, metavar="I", help="which of the --num-shards jobs this is (0-based)")
@@ -60,7 +61,7 @@ def _add_build(commands) -> None:
                    help="characters of text per unit of work and shard (default: 1,000,000); part of the recipe")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a dataset of another recipe in --output (and rebuild this job's shards)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_runtime_options(p)
     p.set_defaults(func=run_build)
 
 
@@ -94,7 +95,7 @@ def run_build(args: argparse.Namespace) -> int:
         args.tokenizer,
         args.output,
         options,
-        workers=args.workers,
+        workers=args.workers or args.threads,
         num_jobs=args.num_shards,
         job_index=args.shard_index,
         overwrite=args.overwrite,

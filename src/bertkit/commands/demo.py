@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bertkit.commands import add_runtime_options
+
 
 def add_parser(subparsers) -> None:
     from bertkit.config import PRESETS
@@ -31,6 +33,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any pre-training field, e.g. --set model.num_hidden_layers=1")
+    add_runtime_options(p)
     p.set_defaults(func=run_pretraining)
     sub = p.add_subparsers(dest="demo", metavar="{embeddings}")
     e = sub.add_parser("embeddings", help="contextual embeddings of 'bank' on a real pretrained BERT")
@@ -48,7 +51,8 @@ def run_pretraining(args: argparse.Namespace) -> int:
                           budget=args.budget,
                           max_steps=args.max_steps if args.max_steps is not None or args.budget else DEFAULT_DEMO_STEPS,
                           recipe=args.recipe, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                          overrides=parse_set_arguments(args.set))
+                          overrides=parse_set_arguments(args.set),
+                          progress=not args.no_progress, workers=args.threads)
     run_demo(options)
     return 0
 

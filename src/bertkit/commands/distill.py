@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bertkit.commands import note, warn_about_schedule
+from bertkit.commands import add_runtime_options, note, warn_about_schedule
 from bertkit.commands.finetune import FAMILIES, SQUAD_MAX_SEQ_LENGTH, TASK_FIELDS, add_task_options
 
 # flag attribute -> config field, for both modes
@@ -88,7 +88,7 @@ def add_parser(subparsers) -> None:
                                                                      "--set student.hidden_size=256 (repeatable)")
     p.add_argument("--resume", action="store_true", help="general: continue the run in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds a run")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_runtime_options(p)
     for task in ("ner", "squad", "multiple-choice"):  # `bertkit finetune TASK`'s own flags
         add_task_options(p.add_argument_group(f"--task {task}"), task, feature_based=False)
     p.set_defaults(func=run)

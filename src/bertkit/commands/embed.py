@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.atomic import write_bytes_atomic
-from bertkit.commands import add_precision_argument
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.textio import iter_lines, iter_stream_lines
@@ -36,6 +36,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                    help="L2-normalize each vector (default: on when the checkpoint's modules.json has a Normalize "
                         "module, as SentenceTransformer.encode; --no-normalize gives the raw vectors)")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 
@@ -77,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     texts = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     vectors = embed(texts, model=args.model, pooling=args.pooling, layers=args.layers,
                     layer_weights=_parse_weights(args.layer_weights), batch_size=args.batch_size,
-                    max_length=args.max_length, normalize=args.normalize, precision=args.precision)
+                    max_length=args.max_length, normalize=args.normalize, precision=args.precision,
+                    progress=False if args.no_progress else None)
     if args.output and args.output.endswith(".npy"):
         buffer = io.BytesIO()
         np.save(buffer, vectors)

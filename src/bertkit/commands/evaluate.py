@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from bertkit.commands import add_precision_argument
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING, TEXT2TEXT
 
@@ -46,7 +46,7 @@ def _add_squad(tasks) -> None:
     source.add_argument("--model", metavar="DIR", help="a fine-tuned QA model: answer the questions, then score "
                                                       "(v2.0: with its saved no-answer threshold)")
     p.add_argument("--batch-size", type=int, default=64, help="with --model")
-    p.add_argument("--no-progress", action="store_true", help="with --model: no progress bars")
+    add_runtime_options(p)
     add_precision_argument(p, "; with --model")
     p.add_argument("--na-prob", metavar="FILE", help="v2.0: JSON {question id: no-answer probability}; "
                                                     "adds best_exact/best_f1 and their thresholds (in "
@@ -67,7 +67,7 @@ def _add_model_options(p) -> None:
     p.add_argument("--data", required=True, metavar="FILE", help="labelled file to score")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_runtime_options(p)
     add_precision_argument(p)
 
 

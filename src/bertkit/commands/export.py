@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.commands import add_runtime_options
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("export", help="export a model to another runtime (onnx)")
@@ -23,6 +25,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--precision", choices=("fp32", "int8"), default="fp32",
                    help="fp32 (default) or int8 (ONNX Runtime dynamic quantization of the exported model)")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (>= 14; default 17)")
+    add_runtime_options(p, progress=False)
     p.set_defaults(func=run_onnx)
 
 

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from bertkit.commands import add_precision_argument
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -33,6 +33,7 @@ def add_parser(subparsers) -> None:
     add_precision_argument(p)
     p.add_argument("--format", choices=("table", "jsonl"), default="table",
                    help="table (default): ranked lines per text; jsonl: one JSON object per text on stdout")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 

@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
 from bertkit.tasks.registry import QA, command_families, get_task_family
@@ -146,7 +147,7 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set weight_decay=0 "
                    "or --set model.hidden_dropout_prob=0.2 (repeatable)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 

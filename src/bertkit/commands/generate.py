@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from bertkit.commands import add_precision_argument
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -36,6 +36,7 @@ def add_parser(subparsers) -> None:
     add_precision_argument(p)
     p.add_argument("--format", choices=("text", "jsonl"), default="text",
                    help="text (default): one generated text a line; jsonl: {text, generated_text} per input")
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -40,6 +41,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
     p.add_argument("--open", action="store_true", help="open the page in the default browser")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32", help="inference precision (default: fp32)")
+    add_runtime_options(p, progress=False)
     p.set_defaults(func=run)
 
 

@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from bertkit.commands import add_precision_argument
+from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.commands.generate import add_generation_arguments, check_texts, generation_options
 from bertkit.commands.inputs import check_one_source, numbered_lines, read_texts
 from bertkit.errors import BertkitError
@@ -43,6 +43,7 @@ def add_parser(subparsers) -> None:
     add_precision_argument(p)
     group = p.add_argument_group("text-to-text models (T5)", "decoding options, as `bertkit generate`")
     add_generation_arguments(group)
+    add_runtime_options(p)
     p.set_defaults(func=run)
 
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                                           max_seq_length=args.max_seq_length, generation=generation_options(args),
                                           precision=args.precision)
     inputs = read_inputs(predictor, args)
-    results = predictor(inputs, progress=len(inputs) >= 2048)
+    results = predictor(inputs, progress=not args.no_progress and len(inputs) >= 2048)
     echo = (lambda text: {"text": text}) if predictor.loaded.generates else \
         predictor.loaded.program_cls.task_family().hook("echo")
     lines = "".join(json.dumps({**echo(item), **result}, ensure_ascii=False) + "\n"

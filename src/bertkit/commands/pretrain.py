@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.commands import note, warn_about_schedule
+from bertkit.commands import add_runtime_options, note, warn_about_schedule
 
 
 def add_parser(subparsers) -> None:
@@ -38,6 +38,7 @@ def add_parser(subparsers) -> None:
                    "match the saved run, except max_steps, lr, warmup_steps, logging/saving fields and --data "
                    "of the same tokenizer")
     p.add_argument("--overwrite", action="store_true", help="start over in an --output-dir that holds checkpoints")
+    add_runtime_options(p)
     p.set_defaults(func=run)
     p.__class__ = _PretrainParser  # the objectives' setting flags, added when `pretrain` is parsed
 
@@ -87,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("data", "output_dir", "objective", "preset", "init_from", *getattr(args, "setting_flags", ())):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
+    if args.no_progress:
+        values["progress"] = False
     overrides = parse_set_arguments(args.set)
     if args.budget is not None:
         from bertkit.training.budget import parse_budget

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 
 
@@ -43,6 +44,7 @@ def add_parser(subparsers) -> None:
                    help="inference precision of the loaded model (default: fp32)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn's log level (default: info)")
+    add_runtime_options(p, progress=False)
     p.set_defaults(func=run)
 
 

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 
 ALGORITHM_HELP = (
@@ -114,8 +115,8 @@ def _add_train(commands) -> None:
     p.add_argument(
         "--model-max-length", type=int, default=512, metavar="N", help="saved in tokenizer_config.json (default: 512)"
     )
-    p.add_argument("--workers", type=int, metavar="N", help="processes for word counting (default: all cores)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--workers", type=int, metavar="N", help="processes for word counting (default: --threads)")
+    add_runtime_options(p)
     p.set_defaults(func=run_train)
 
 
@@ -133,6 +134,7 @@ def _add_stats(commands) -> None:
     )
     p.add_argument("--max-lines", type=int, metavar="N", help="measure only the first N lines")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    add_runtime_options(p)
     p.set_defaults(func=run_stats)
 
 
@@ -156,6 +158,7 @@ def _add_encode(commands) -> None:
     )
     p.add_argument("--max-length", type=int, metavar="N", help="truncate to N tokens (longest_first)")
     p.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP], <sep>/<cls>, </s>...")
+    add_runtime_options(p)
     p.set_defaults(func=run_encode)
 
 
@@ -195,7 +198,7 @@ def run_train(args: argparse.Namespace) -> int:
         model_max_length=args.model_max_length,
         text_field=args.text_field,
         skip_bad_lines=args.skip_bad_lines,
-        workers=args.workers,
+        workers=args.workers or args.threads,
         show_progress=not args.no_progress,
         layout=args.layout,
         sentinels=args.sentinels,

@@ -214,7 +214,7 @@ def build_dataset(
             bar.update(built.chars)
             bar.set_postfix(instances=f"{result.train_instances:,}", tokens=f"{result.train_tokens:,}", refresh=False)
     if result.num_slices == 0:
-        raise BertkitError(f"no text in {', '.join(str(p) for p in paths)}: the corpus is empty")
+        raise BertkitError(f"no text in {', '.join(str(p) for p in paths)}: only empty documents (blank lines or none), nothing can be built")
     marker = {
         "recipe": recipe,
         "num_slices": result.num_slices,

@@ -8,8 +8,9 @@ Input formats (each may be `.gz`; reading is streaming, via `bertkit.textio`):
 
 A document is its list of non-blank lines, not yet sentence-split (workers do that).
 A document longer than `max_document_chars` is cut at line boundaries into pieces that
-count as separate documents, so memory never holds more than a slice of text however
-the corpus is laid out (e.g. a file without blank lines).
+count as separate documents, and a line longer than that at spaces, so memory never holds
+more than a slice of text however the corpus is laid out (a file without blank lines, or
+without line breaks: only the reader's current line is held whole).
 
 Slices group consecutive documents up to about `slice_chars` characters. They depend
 only on the corpus and `slice_chars` (never on the number of workers or jobs), and each
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
-from bertkit.textio import is_jsonl, iter_lines
+from bertkit.textio import cut_long_line, is_jsonl, iter_lines
 
 SLICE_CHARS = 1_000_000  # characters of text per slice (one unit of work, one shard)
 
@@ -55,7 +56,7 @@ def iter_documents(
         for _, text in iter_lines(path, text_field=text_field, skip_bad=skip_bad_lines):
             if jsonl:
                 paragraphs = [p.strip() for p in text.splitlines()]
-                document = [p for p in paragraphs if p]
+                document = [piece for p in paragraphs if p for piece in cut_long_line(p, max_document_chars)]
                 yield from _pieces(document, max_document_chars)
                 continue
             line = text.strip()
@@ -64,13 +65,15 @@ def iter_documents(
                     yield lines
                 lines, chars = [], 0
                 continue
-            if chars and chars + len(line) > max_document_chars:
-                yield lines  # cut an overlong document at a line boundary
-                lines, chars = [], 0
-            lines.append(line)
-            chars += len(line)
+            for piece in cut_long_line(line, max_document_chars):
+                if chars and chars + len(piece) > max_document_chars:
+                    yield lines  # cut an overlong document at a line boundary
+                    lines, chars = [], 0
+                lines.append(piece)
+                chars += len(piece)
         if lines:
             yield lines
+
 
 
 def _pieces(document: list[str], max_chars: int) -> Iterator[list[str]]:

@@ -38,6 +38,8 @@ class DemoOptions:
     recipe: str = "bert"
     seed: int = 42
     overrides: dict[str, str] | None = None  # --set fields of the pre-training run
+    progress: bool = True
+    workers: int = 2  # processes of the tokenizer's word count and the data build
 
 
 def embedded_corpus() -> Path:
@@ -66,7 +68,8 @@ def run_demo(options: DemoOptions) -> Path:
 
     print(f"[1/4] WordPiece tokenizer, {options.vocab_size} tokens")
     tok_dir = out / "tokenizer"
-    trained = train_tokenizer(corpus, tok_dir, TrainOptions(vocab_size=options.vocab_size, show_progress=True))
+    trained = train_tokenizer(corpus, tok_dir, TrainOptions(vocab_size=options.vocab_size, workers=options.workers,
+                                                                show_progress=options.progress))
     print(f"      {trained.vocab_size} tokens in {trained.seconds:.0f}s -> {tok_dir}")
 
     config = _run_config(options, out)
@@ -75,7 +78,7 @@ def run_demo(options: DemoOptions) -> Path:
     data_dir = out / "data"
     built = build_dataset(corpus, tok_dir, data_dir, BuildOptions(instance_format=data_format, max_seq_length=options.max_seq_length,
                                                                   seed=options.seed),
-                          overwrite=True, show_progress=True)
+                          workers=options.workers, overwrite=True, show_progress=options.progress)
     print(f"      {built.train_instances} training and {built.eval_instances} held-out instances "
           f"({built.train_tokens / 1e6:.2f}M tokens) in {built.seconds:.0f}s -> {data_dir}")
 
@@ -121,7 +124,7 @@ def _run_config(options: DemoOptions, out: Path):
     from bertkit.training.budget import parse_budget
 
     values: dict = dict(data=str(out / "data"), output_dir=str(out / "run"), preset=options.preset,
-                        batch_size=options.batch_size, lr=options.lr, seed=options.seed)
+                        batch_size=options.batch_size, lr=options.lr, seed=options.seed, progress=options.progress)
     if options.max_steps is not None:
         steps = options.max_steps
         values.update(max_steps=steps, warmup_ratio=0.1, eval_steps=max(1, steps // 6), save_steps=max(1, steps // 2),

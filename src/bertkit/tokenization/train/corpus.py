@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from bertkit.errors import BertkitError
 from bertkit.parallel import parallel_map
-from bertkit.textio import check_readable, iter_lines
+from bertkit.textio import check_readable, cut_long_line, iter_lines
 from bertkit.tokenization.metaspace import METASPACE, metaspace_pre_tokenizer, unigram_normalizer
 from bertkit.tokenization.normalizers import bert_normalizer
 from bertkit.tokenization.train.options import TextOptions
@@ -82,7 +82,7 @@ def iter_texts(source: CorpusSource) -> Iterator[str]:
         if source.tsv_column is None:
             for _, text in iter_lines(path, text_field=source.text_field, skip_bad=source.skip_bad_lines):
                 if text and not text.isspace():
-                    yield text
+                    yield from cut_long_line(text, CHUNK_CHARS)  # a file without line breaks: bounded chunks
         else:
             yield from _iter_tsv_column(path, source.tsv_column, source.skip_bad_lines)
 
@@ -260,7 +260,7 @@ def count_words(
         for partial in parallel_map(WordCounter(text, scheme), chunks, workers=workers):
             counts.update(partial)
     if not counts:
-        raise BertkitError(f"empty corpus: no words in {', '.join(source.files)}")
+        raise BertkitError(f"no text in {', '.join(source.files)}: only empty documents (blank lines or none), nothing can be built")
     return dict(counts)
 
 
