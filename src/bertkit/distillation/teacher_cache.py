@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from bertkit.atomic import atomic_path
+from bertkit.checksums import file_sha256
 from bertkit.distillation.student import attention_layer_map, hidden_layer_map
 
 if TYPE_CHECKING:
@@ -29,11 +30,7 @@ def weights_digest(directory: str | Path) -> str:
 
     directory = Path(directory)
     path = directory / SAFETENSORS_NAME if (directory / SAFETENSORS_NAME).exists() else directory / PYTORCH_NAME
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path, block_size=1 << 22)
 
 
 def _digest(payload: Any) -> str:
@@ -112,8 +109,4 @@ def task_cache_path(config: TaskDistillConfig, spec) -> Path:
 
 
 def file_digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path, block_size=1 << 22)

@@ -38,7 +38,6 @@ features, sizes, label names), the tokenizer and `bertkit_task.json`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import shutil
@@ -54,6 +53,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertkit.atomic import atomic_path, write_text_atomic
+from bertkit.checksums import file_sha256
 from bertkit.data.instances import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.feature_choices import LAYER_CHOICES
@@ -150,14 +150,6 @@ def encoder_weights_file(directory: str | Path) -> Path:
         if (directory / name).is_file():
             return directory / name
     raise BertkitError(f"{directory}: no {SAFETENSORS_NAME} or {PYTORCH_NAME} found")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------- modules

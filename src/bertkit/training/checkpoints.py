@@ -14,7 +14,6 @@ holds tensors and plain values only, so it loads with `weights_only=True`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 import torch
 
 from bertkit.atomic import atomic_path, default_mode
+from bertkit.checksums import file_sha256
 from bertkit.errors import BertkitError
 
 STATE_FILE = "training_state.pt"
@@ -112,14 +112,6 @@ def model_folder_problem(checkpoint: Path) -> str | None:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             return f"{path}: cannot read the model configuration ({exc})"
     return None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_manifest(directory: Path) -> Path:
