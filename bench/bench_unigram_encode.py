@@ -26,13 +26,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from tokenizers import Tokenizer as RustTokenizer
 
 from bertkit.tokenization import Tokenizer
 from bertkit.tokenization.train import TrainOptions, train_tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import data_dir, interleaved_best  # noqa: E402
+from common import data_dir, interleaved_best, rust_encode_batch  # noqa: E402
 
 MAX_LENGTH = 128
 
@@ -50,18 +49,8 @@ def source_lines() -> tuple[list[str], list[str]]:
     return [t for t in korean if t.strip()], [t for t in english if t.strip()]
 
 
-def rust_reference(tok: Tokenizer, tokenizer_json: Path, read_fields: bool) -> Callable[[list[str]], object]:
-    backend = RustTokenizer.from_file(str(tokenizer_json))
-    backend.enable_truncation(MAX_LENGTH, strategy="longest_first")
-    backend.enable_padding(direction=tok.padding_side, pad_id=tok.pad_token_id, pad_token=tok.pad_token)
-
-    def run(texts: list[str]) -> object:
-        encodings = backend.encode_batch(texts)
-        if read_fields:
-            return ([e.ids for e in encodings], [e.type_ids for e in encodings], [e.attention_mask for e in encodings])
-        return encodings
-
-    return run
+def rust_reference(tok: Tokenizer, tokenizer_json: Path, read_fields: bool):
+    return rust_encode_batch(tokenizer_json, MAX_LENGTH, tok.pad_token_id, tok.pad_token, read_fields, tok.padding_side)
 
 
 def main() -> None:

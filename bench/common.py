@@ -127,3 +127,22 @@ def compare_medians(steps: dict[str, Callable[[], object]], device: str, repeats
     print(f"  ratio transformers / bertkit: {times['transformers'] / times['bertkit']:.2f}   "
           f"({before} before, {load_average()} after)")
     return times
+
+
+def rust_encode_batch(tokenizer_json, max_length: int, pad_id: int, pad_token: str, read_fields: bool,
+                      padding_side: str = "right"):
+    """The tokenizers library's own `encode_batch` on a saved tokenizer.json, truncating and
+    padding as the bertkit call it is compared with (read_fields: also read ids, types, mask)."""
+    from tokenizers import Tokenizer as RustTokenizer
+
+    backend = RustTokenizer.from_file(str(tokenizer_json))
+    backend.enable_truncation(max_length, strategy="longest_first")
+    backend.enable_padding(direction=padding_side, pad_id=pad_id, pad_token=pad_token)
+
+    def run(texts):
+        encodings = backend.encode_batch(texts)
+        if read_fields:
+            return ([e.ids for e in encodings], [e.type_ids for e in encodings], [e.attention_mask for e in encodings])
+        return encodings
+
+    return run
