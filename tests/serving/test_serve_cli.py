@@ -45,6 +45,20 @@ def test_serve_command_answers_until_stopped(model_dirs):
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
     assert f"serving {model_dirs['pair']} (classification, fp32) at http://127.0.0.1:{port}" in stderr
+    assert proc.returncode == 0, stderr  # SIGTERM stops the model loop (main thread) and the HTTP thread
+
+
+def test_serve_exits_when_its_port_is_taken(model_dirs):
+    """uvicorn runs on a second thread: its failure to bind must still end the process, non-zero."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "bertkit", "serve", "--model", str(model_dirs["pair"]),
+                               "--port", str(port), "--log-level", "warning"],
+                              capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1
+    assert "address already in use" in proc.stderr
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -2,7 +2,8 @@
 and a request metric for every answer.
 
 `create_app(served, config)` starts the batching worker when the app starts (uvicorn's
-lifespan) and stops it at shutdown. Every answer that is not a success is
+lifespan) and stops it at shutdown; `bertkit serve` runs it on the main thread instead
+(`worker_thread=False`, bertkit.serving.server). Every answer that is not a success is
 `{"error": "<one line>", "error_type": "..."}` with a 4xx status (5xx only for a bug or a
 stopped worker); no request can stop the server.
 """
@@ -41,7 +42,10 @@ def error_response(status: int, error_type: str, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "error_type": error_type}, status_code=status)
 
 
-def create_app(served: ServedModel, config: ServeConfig) -> FastAPI:
+def create_app(served: ServedModel, config: ServeConfig, worker_thread: bool = True) -> FastAPI:
+    """The app; worker_thread: its lifespan runs the batching loop on a thread of its own
+    (False: the caller runs `app.state.bertkit.batcher.work()` itself, as `serve` does on
+    the main thread, and stops it)."""
     metrics = Metrics()
     batcher = Batcher(served.runners(), config.max_batch_tokens, config.max_batch_requests, config.max_wait_ms,
                       config.max_queue, on_batch=metrics.batch)
@@ -50,6 +54,9 @@ def create_app(served: ServedModel, config: ServeConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if not worker_thread:
+            yield
+            return
         batcher.start()
         try:
             yield

@@ -9,6 +9,10 @@ batch to fill (under load the wait has long passed: whatever queued meanwhile ru
 once, as text-embeddings-inference does), and runs them in one call of the task's runner
 (bertkit.serving.models), which returns one result per job.
 
+The loop (`work`) runs on a thread of its own (`start`) or on the caller's: `bertkit serve`
+runs it on the main thread and the HTTP server beside it, because torch ran the same batch
+2-4 ms slower on a second thread than on the main one here (docs/serving.md).
+
 Admission: `submit` refuses a job when `max_queue` jobs wait (`QueueFull`, HTTP 429), so
 the queue never grows without bound. Failures stay with their request: when a batch
 fails on one request's bad input (a `BertkitError`), each of its jobs runs again alone and
@@ -59,6 +63,7 @@ class Batcher:
         self._queue: deque[Job] = deque()
         self._changed = threading.Condition()
         self._stopped = False
+        self._working = False
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ event loop side
@@ -69,18 +74,21 @@ class Batcher:
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """The loop is running (on whichever thread)."""
+        return self._working
 
     def start(self) -> None:
+        """Run the loop on a thread of its own (see `work` for the caller's thread)."""
         self._stopped = False
-        self._thread = threading.Thread(target=self._work, name="bertkit-serve-worker", daemon=True)
+        self._working = True  # alive from now on, before the thread gets to run
+        self._thread = threading.Thread(target=self.work, name="bertkit-serve-worker", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         with self._changed:
             self._stopped = True
             self._changed.notify_all()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
 
     async def run(self, job: Job) -> Any:
@@ -100,12 +108,17 @@ class Batcher:
 
     # ------------------------------------------------------------------ worker thread
 
-    def _work(self) -> None:
-        while True:
-            batch = self._next_batch()
-            if batch is None:
-                return
-            self._run(batch)
+    def work(self) -> None:
+        """Run batches until `stop` (blocks the calling thread)."""
+        self._working = True
+        try:
+            while True:
+                batch = self._next_batch()
+                if batch is None:
+                    return
+                self._run(batch)
+        finally:
+            self._working = False
 
     def _next_batch(self) -> list[Job] | None:
         """The next batch, taken off the queue (None: stopped)."""
