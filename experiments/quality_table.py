@@ -272,7 +272,7 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
         table.append(Step(f"nsmc-{suffix.replace('t5', 't5enc')}", "NSMC sentiment, T5 encoder + head", suffix,
                           lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
                           ["classify", *nsmc, *ko_lr, "--epochs", "2", "--max-seq-length", "128"],
-                          ("eval_accuracy",), "NSMC sentiment"))
+                          ("eval_accuracy",), "NSMC sentiment (T5 encoder + classification head)"))
     for suffix, lr, scale in korean:
         table.append(Step(f"klue-nli-{suffix}", "KLUE-NLI", suffix,
                           lambda w, scale=scale: cut_klue(w, "nli", args.klue_nli_held_out, scale),
