@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from bertkit.parallel import prefer_passive_waiting
 
-    prefer_passive_waiting()  # before anything loads torch (OpenMP reads it then)
+    command = (sys.argv[1:] if argv is None else argv)[:1]
+    prefer_passive_waiting(command[0] if command else None)  # before anything loads torch (OpenMP reads it then)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

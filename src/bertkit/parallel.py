@@ -71,13 +71,20 @@ def default_threads() -> int:
     return int(value) if value.isdigit() and int(value) > 0 else available_cores()
 
 
-def prefer_passive_waiting() -> None:
+# Commands whose OpenMP threads keep OpenMP's own policy (spin a little, then sleep): a
+# server answering one small request at a time, where a passive wait (a futex wake-up for
+# every parallel region) made a one-request MiniLM /embed ~5 ms slower (~19 ms, not ~14).
+LATENCY_BOUND_COMMANDS = frozenset({"serve"})
+
+
+def prefer_passive_waiting(command: str | None = None) -> None:
     """OpenMP threads that wait passively (OMP_WAIT_POLICY=PASSIVE, unless the user set a
-    policy): a waiting thread that spins takes a core from the other jobs of a busy machine
-    and from this run's own threads (docs/benchmarks.md, "busy machine"). OpenMP reads the
-    variable when torch loads, so this runs first thing in `bertkit` (cli.main), before
-    parsing (`pretrain`'s parser loads torch)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    policy or `command` is latency-bound): a waiting thread that spins takes a core from the
+    other jobs of a busy machine and from this run's own threads (docs/benchmarks.md, "busy
+    machine"). OpenMP reads the variable when torch loads, so this runs first thing in
+    `bertkit` (cli.main), before parsing (`pretrain`'s parser loads torch)."""
+    if command not in LATENCY_BOUND_COMMANDS:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def apply_thread_policy(threads: int | None) -> int:

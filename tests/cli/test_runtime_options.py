@@ -134,3 +134,13 @@ def test_pretrain_takes_no_progress_and_threads(tmp_path, capsys, restore_thread
                      "--set", "model.num_hidden_layers=1", "--set", "model.max_position_embeddings=64"]) == 0
     assert "train:" not in capsys.readouterr().err  # no bar
     assert json.loads((out / "run_config.json").read_text())["progress"] is False
+
+
+@pytest.mark.parametrize("command, expected", [("serve", None), ("embed", "PASSIVE"), (None, "PASSIVE")])
+def test_serve_keeps_openmps_own_wait_policy(monkeypatch, command, expected):
+    """A server answers small requests one at a time: a passive wait cost ~5 ms a request."""
+    from bertkit.parallel import prefer_passive_waiting
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    prefer_passive_waiting(command)
+    assert os.environ.get("OMP_WAIT_POLICY") == expected
