@@ -102,7 +102,6 @@ def apply_thread_policy(threads: int | None) -> int:
     threads = threads or default_threads()
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
         os.environ[name] = str(threads)
-    prefer_passive_waiting()
     if "torch" in sys.modules:  # already loaded (a library caller, a test): its pool is sized directly
         sys.modules["torch"].set_num_threads(threads)
     return threads

@@ -144,3 +144,15 @@ def test_serve_keeps_openmps_own_wait_policy(monkeypatch, command, expected):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     prefer_passive_waiting(command)
     assert os.environ.get("OMP_WAIT_POLICY") == expected
+
+
+def test_serve_command_leaves_the_wait_policy_alone():
+    """Through cli.main, --threads included: `serve` keeps OpenMP's default policy."""
+    probe = ("import os, sys, bertkit.commands.serve as s\n"
+             "s.run = lambda args: print(os.environ.get('OMP_WAIT_POLICY', 'unset')) or 0\n"
+             "from bertkit import cli\n"
+             "sys.exit(cli.main(sys.argv[1:]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", probe, "serve", "--model", "m", "--threads", "2"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["unset"]
