@@ -1,4 +1,4 @@
-"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d)) for docs/ablations.md.
+"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d); issues 16 and 17: (f)) for docs/ablations.md.
 
     .venv/bin/python experiments/ablations.py list                 # the steps, done or not
     .venv/bin/python experiments/ablations.py run all --jobs 2     # run what is not done (resumable)
@@ -26,6 +26,14 @@ Setup (all knobs are flags; the defaults are the budget of docs/ablations.md):
   random train subset / full dev, QNLI (only dev.tsv exists here) split at random into a
   training part and a disjoint scored part; --seeds fine-tuning seeds each; the score is
   the dev score after the last epoch (one evaluation, no checkpoint picking).
+- (f) T5 span corruption (`--preset t5-tiny`, packed data) and XLNet's permutation LM
+  (`--preset`, `--format xlnet` data), each with its own Unigram tokenizer of --vocab-size
+  in its model's layout (T5: 100 sentinels), for the steps whose training FLOPs
+  (`step_flops`) equal --pretrain-steps of the MLM arm's; the same lr schedule, batch and
+  seed. Fine-tuned as the other arms: XLNet and T5's encoder with a classification head
+  through `finetune glue`, T5 also through `finetune text2text --task glue`. It needs
+  pt-mlm's result line (its FLOPs); a work folder seeded with docs/ablations/results.jsonl
+  has it without rerunning the MLM arm.
 """
 
 from __future__ import annotations
@@ -220,8 +228,10 @@ ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc 
 # (f)'s arms: each its own Unigram tokenizer (`--layout`) and data format; the preset None = --preset
 SUCCESSORS = {"t5": {"layout": "t5", "sentinels": 100, "format": "packed", "preset": "t5-tiny"},
               "xlnet": {"layout": "xlnet", "format": "xlnet", "preset": None}}
-# fine-tuning variants of a pre-trained arm: name -> (pre-training arm, `finetune` command)
+# fine-tuning variants of a pre-trained arm: name -> (pre-training arm, `finetune` command); the
+# *_random arms are the no-pre-training controls of (f): the arm's config and tokenizer, fresh weights
 FINETUNE = {"t5_cls": ("t5", "glue"), "t5_t2t": ("t5", "text2text"), "xlnet": ("xlnet", "glue")}
+FINETUNE.update({f"{name}_random": (f"{arm}_random", command) for name, (arm, command) in list(FINETUNE.items())})
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -261,14 +271,19 @@ def successor_steps(args: argparse.Namespace) -> list[Step]:
         objective, data, masking, _ = ARMS[arm]
         table.append(Step(f"pt-{arm}", "pretrain", (data, "pt-mlm"), {"arm": arm, "objective": objective, "data": data,
                                                                        "masking": masking}))
+    table += [Step(f"pt-{arm}_random", "random", (f"pt-{arm}",), {"arm": f"{arm}_random", "source": f"pt-{arm}"})
+              for arm in SUCCESSORS]
     rounds = ((("mrpc", "sst2"), args.seeds[:2]), (("mrpc", "sst2"), args.seeds[2:]), (("qnli",), args.seeds))
-    for tasks, seeds in rounds:
-        for seed in seeds:
-            for task in tasks:
-                for variant, (arm, command) in FINETUNE.items():
-                    table.append(Step(f"ft-{variant}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
-                                      {"arm": variant, "pretrained": arm, "command": command, "task": task,
-                                       "seed": seed}))
+    for controls in (False, True):  # the pre-trained arms' runs first, then the controls'
+        for tasks, seeds in rounds:
+            for seed in seeds:
+                for task in tasks:
+                    for variant, (arm, command) in FINETUNE.items():
+                        if variant.endswith("_random") == controls:
+                            table.append(Step(f"ft-{variant}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
+                                              {"arm": variant, "pretrained": arm.removesuffix("_random"),
+                                               "model": f"pt-{arm}", "command": command, "task": task,
+                                               "seed": seed}))
     return table
 
 
@@ -366,8 +381,10 @@ def run_step(step: Step, args: argparse.Namespace) -> dict:
     elif step.kind == "random":
         from quality_table import write_random_model
 
-        write_random_model(work / "runs" / "pt-mlm" / "final", work / "runs" / "pt-random" / "final", args.seed)
-        return {**entry, "command": "write_random_model(pt-mlm/final, pt-random/final)", "seconds": 0}
+        source = step.options.get("source", "pt-mlm")
+        write_random_model(work / "runs" / source / "final", work / "runs" / step.name / "final", args.seed,
+                           architecture(work / "runs" / source / "final") if "source" in step.options else None)
+        return {**entry, "command": f"write_random_model({source}/final, {step.name}/final)", "seconds": 0}
     elif step.kind == "pretrain":
         return run_pretrain(step, args, log)
     else:
@@ -444,6 +461,13 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     return entry
 
 
+def architecture(model_dir: Path):
+    """The bertkit class config.json's `architectures` names (T5ForConditionalGeneration, ...)."""
+    import bertkit
+
+    return getattr(bertkit, json.loads((model_dir / "config.json").read_text())["architectures"][0])
+
+
 def preset_config(objective: str, preset: str, data: Path) -> dict:
     """The config fields a fresh `pretrain --objective objective --preset preset` run on `data`
     gets (its vocabulary from the data's tokenizer): to plan its steps before it runs."""
@@ -461,7 +485,7 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
     cut = cut_tasks(work, args)[task]
     output = work / "ft" / step.name
     epochs = {"mrpc": args.mrpc_epochs, "sst2": args.sst2_epochs, "qnli": args.qnli_epochs}[task]
-    model = work / "runs" / f"pt-{step.options.get('pretrained', arm)}" / "final"
+    model = work / "runs" / step.options.get("model", f"pt-{arm}") / "final"
     if step.options.get("command") == "text2text":  # the task as text: generated labels scored as the task's
         head = ["finetune", "text2text", "--task", "glue", "--glue-task", task]
     else:  # a classification head on the encoder (T5: T5EncoderForSequenceClassification)
@@ -481,6 +505,8 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+    if "eval_invalid" in best:  # text-to-text: generated texts that are no label word (scored wrong)
+        metrics["invalid"] = best["eval_invalid"]
     return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": metrics, "epochs": epochs,
             "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
             "seconds": seconds, "command": shown(command, work), "scale": "percent"}
@@ -585,13 +611,16 @@ ABLATIONS = {
     "c": ("(c) dynamic vs static masking", ("dynamic", "static", "random")),
     "d": ("(d) whole-word vs sub-token masking", ("wwm", "mlm", "random")),
     "f": ("(f) T5 span corruption and XLNet's permutation LM vs MLM at equal pre-training FLOPs",
-          ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr", "random")),
+          ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr", "t5_cls_random", "t5_t2t_random", "xlnet_random",
+           "random")),
 }
 ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "ltr": "left-to-right LM",
              "electra": "ELECTRA (gen 0.25)", "wwm": "MLM, whole-word masking", "dynamic": "MLM, dynamic (slice)",
              "static": "MLM, static (slice)", "random": "no pre-training (random init)",
              "t5": "T5 span corruption", "t5_cls": "T5 span corruption: encoder + classification head",
-             "t5_t2t": "T5 span corruption: text-to-text", "xlnet": "XLNet permutation LM"}
+             "t5_t2t": "T5 span corruption: text-to-text", "xlnet": "XLNet permutation LM",
+             "t5_cls_random": "no pre-training: T5 encoder + head", "t5_t2t_random": "no pre-training: T5 text-to-text",
+             "xlnet_random": "no pre-training: XLNet"}
 # the held-out accuracy of each objective's own prediction task (eval split, last evaluation)
 HELD_OUT = ("eval_mlm_accuracy", "eval_lm_accuracy", "eval_token_accuracy", "eval_plm_accuracy", "eval_accuracy")
 

@@ -42,6 +42,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -267,19 +268,21 @@ def shown(command: list[str], work: Path) -> str:
     return text.replace(default_model(), "$MINILM")
 
 
-def write_random_model(pretrained: Path, target: Path, seed: int) -> None:
-    """`pretrained`'s config and tokenizer files with freshly initialised weights."""
+def write_random_model(pretrained: Path, target: Path, seed: int, model_class: Any = None) -> None:
+    """`pretrained`'s config and tokenizer files with freshly initialised weights of
+    `model_class` (default BertForPreTraining). Its manifest (checksums of the old weights) is left out."""
     import torch
 
-    from bertkit import BertConfig, BertForPreTraining
+    from bertkit import BertForPreTraining
 
+    model_class = model_class or BertForPreTraining
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for path in pretrained.iterdir():
-        if path.is_file() and path.suffix not in (".safetensors", ".bin", ".pt"):
+        if path.is_file() and path.suffix not in (".safetensors", ".bin", ".pt") and path.name != "manifest.json":
             shutil.copy(path, target / path.name)
     torch.manual_seed(seed)
-    BertForPreTraining(BertConfig.from_pretrained(pretrained)).save_pretrained(target)
+    model_class(model_class.config_class.from_pretrained(pretrained)).save_pretrained(target)
 
 
 def run_korean(name: str, args: argparse.Namespace) -> dict:
