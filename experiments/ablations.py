@@ -880,6 +880,44 @@ def cmd_detect(args: argparse.Namespace) -> None:
         print(f"{kind}: replaced {values['replaced_fraction']:.3f}, AUROC {values['auroc']:.3f}")
 
 
+def span_accuracy(run: Path, data: Path, count: int = 256, batch_size: int = 32) -> dict:
+    """The T5 arm's held-out target accuracy (%) split into the structural targets (sentinels
+    and EOS, predictable from the input's layout) and the corrupted spans' own tokens; the
+    first `count` examples of the eval split, masks as the run's evaluation draws them."""
+    import torch
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.model.t5 import T5ForConditionalGeneration
+    from bertkit.objectives.t5 import T5Objective
+
+    model = T5ForConditionalGeneration.from_pretrained(run).eval()
+    objective = T5Objective(model, PretrainingDataset.open(data), PretrainingDataset.open(data, "eval"),
+                            MaskingConfig(), seed=0)
+    structural_ids = torch.tensor([*objective.sentinel_ids.tolist(), objective.eos_id])
+    right, total = {"structural": 0, "span": 0}, {"structural": 0, "span": 0}
+    count = min(count, objective.num_eval_examples())
+    with torch.inference_mode():
+        for start in range(0, count, batch_size):
+            batch = objective.collate([objective.eval_example(i) for i in range(start, min(count, start + batch_size))])
+            labels = batch["labels"]
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).logits
+            correct = logits.argmax(-1) == labels
+            structural = torch.isin(labels, structural_ids)
+            for name, where in (("structural", structural), ("span", ~structural & (labels >= 0))):
+                right[name] += int(correct[where].sum())
+                total[name] += int(where.sum())
+    return {name: {"accuracy": 100.0 * right[name] / max(total[name], 1), "targets": total[name]} for name in total}
+
+
+def cmd_spans(args: argparse.Namespace) -> None:
+    """Print span_accuracy of the T5 arm (and of its no-pre-training control when written)."""
+    for run in ("pt-t5", "pt-t5_random"):
+        if (args.work_dir / "runs" / run / "final").exists():
+            result = span_accuracy(args.work_dir / "runs" / run / "final", args.work_dir / "data-t5")
+            print(run + ": " + ", ".join(f"{k} {v['accuracy']:.1f}% of {v['targets']}" for k, v in result.items()))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
@@ -924,6 +962,8 @@ def main(argv: list[str] | None = None) -> None:
         func=cmd_spread)
     commands.add_parser("detect", help="ELECTRA discriminator: AUROC on random vs generator-sampled replacements"
                         ).set_defaults(func=cmd_detect)
+    commands.add_parser("spans", help="T5 arm: held-out accuracy on sentinels/EOS vs the spans' own tokens"
+                        ).set_defaults(func=cmd_spans)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)
