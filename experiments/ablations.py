@@ -640,6 +640,8 @@ def cmd_table(args: argparse.Namespace) -> None:
             flops = f"{pt['flops_total'] / 1e12:.1f} T" if pt.get("flops_total") else "-"
             wall = f"{pt['seconds'] / 60:.1f} min" if pt.get("seconds") else "-"
             acc = held_out_accuracy(pt)
+            if not pt and not any(table.get((arm, t, m)) for t, m in columns):
+                continue  # an arm not run (yet)
             row = [ARM_NAMES[arm], str(pt.get("steps", 0)), f"{pt.get('tokens_seen', 0) / 1e6:.2f} M", flops, wall,
                    "-" if acc is None else f"{acc:.1f}"]
             row += [summary(table.get((arm, t, m), [])) for t, m in columns]
