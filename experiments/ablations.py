@@ -1,4 +1,4 @@
-"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d)) for docs/ablations.md.
+"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d); issues 16 and 17: (f)) for docs/ablations.md.
 
     .venv/bin/python experiments/ablations.py list                 # the steps, done or not
     .venv/bin/python experiments/ablations.py run all --jobs 2     # run what is not done (resumable)
@@ -26,6 +26,14 @@ Setup (all knobs are flags; the defaults are the budget of docs/ablations.md):
   random train subset / full dev, QNLI (only dev.tsv exists here) split at random into a
   training part and a disjoint scored part; --seeds fine-tuning seeds each; the score is
   the dev score after the last epoch (one evaluation, no checkpoint picking).
+- (f) T5 span corruption (`--preset t5-tiny`, packed data) and XLNet's permutation LM
+  (`--preset`, `--format xlnet` data), each with its own Unigram tokenizer of --vocab-size
+  in its model's layout (T5: 100 sentinels), for the steps whose training FLOPs
+  (`step_flops`) equal --pretrain-steps of the MLM arm's; the same lr schedule, batch and
+  seed. Fine-tuned as the other arms: XLNet and T5's encoder with a classification head
+  through `finetune glue`, T5 also through `finetune text2text --task glue`. It needs
+  pt-mlm's result line (its FLOPs); a work folder seeded with docs/ablations/results.jsonl
+  has it without rerunning the MLM arm.
 """
 
 from __future__ import annotations
@@ -66,16 +74,21 @@ def encoder_flops(tokens: float, seq_len: int, layers: int, hidden: int, interme
 
 
 def step_flops(objective: str, config: dict, batch_size: int, seq_len: int, masked: float,
-               predicted: float | None = None, generator: dict | None = None) -> float:
+               predicted: float | None = None, generator: dict | None = None, target_len: int | None = None) -> float:
     """Matmul FLOPs of one training step (forward + backward) of `objective` on a batch of
     `batch_size` sequences padded to `seq_len`.
 
     config: the (discriminator's) config fields hidden_size, intermediate_size,
     num_hidden_layers, vocab_size (and embedding_size for electra); masked: positions with an
-    MLM label in the batch; predicted: ltr's labelled positions (default B x (T - 1));
-    generator: electra's generator config fields. Embedding lookups, norms, softmax and the
+    MLM label in the batch; predicted: ltr's labelled positions (default B x (T - 1)), xlnet's
+    targets; generator: electra's generator config fields; t5: config holds T5Config's fields,
+    seq_len is the (corrupted) input length and target_len the decoder's. Embedding lookups, norms, softmax and the
     optimizer are not counted.
     """
+    if objective == "t5":
+        return t5_step_flops(config, batch_size, seq_len, target_len)
+    if objective == "xlnet":
+        return xlnet_step_flops(config, batch_size, seq_len, predicted)
     h, i, layers, v = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], config["vocab_size"]
     tokens = float(batch_size * seq_len)
     if objective in ("mlm", "mlm_nsp"):
@@ -93,6 +106,42 @@ def step_flops(objective: str, config: dict, batch_size: int, seq_len: int, mask
         gen += 6.0 * tokens * e * g if e != g else 0.0
         return disc + gen
     raise ValueError(f"no FLOPs formula for objective {objective!r}")
+
+
+def t5_step_flops(config: dict, batch_size: int, input_len: int, target_len: int) -> float:
+    """Matmul FLOPs of a T5 span-corruption step: the encoder on `input_len` tokens, the
+    decoder on `target_len` tokens (self-attention, cross-attention to the encoder's
+    outputs: queries and output at the targets, keys and values at the inputs) and the LM
+    head at every target. Multiply-adds per token and layer: projections 4 d a (a = heads x
+    d_kv), FFN 2 d f (3 d f gated), attention 2 a per key; x 6 for a training step."""
+    d, f, a, v = config["d_model"], config["d_ff"], config["num_heads"] * config["d_kv"], config["vocab_size"]
+    enc_layers = config["num_layers"]
+    dec_layers = enc_layers if config.get("num_decoder_layers") is None else config["num_decoder_layers"]
+    ffn = (3 if config.get("feed_forward_proj", "relu").startswith("gated") else 2) * d * f
+    inputs, targets = float(batch_size * input_len), float(batch_size * target_len)
+    encoder = inputs * enc_layers * (4 * d * a + ffn + 2 * input_len * a)
+    decoder = targets * dec_layers * (4 * d * a + 2 * target_len * a  # self-attention
+                                      + 2 * d * a + 2 * input_len * a  # cross-attention: q, o, scores, values
+                                      + ffn)
+    decoder += inputs * dec_layers * 2 * d * a  # cross-attention keys and values of the encoder's outputs
+    return 6.0 * (encoder + decoder + targets * d * v)
+
+
+def xlnet_step_flops(config: dict, batch_size: int, seq_len: int, predicted: float) -> float:
+    """Matmul FLOPs of an XLNet permutation-LM step on sequences padded to `seq_len` with
+    `predicted` targets in the batch: the content stream at every position (q, k, v, o,
+    FFN; scores against the T keys and the R = 2T relative positions of "bi" attention,
+    values), the query stream at the targets only (q, o, FFN; the same attention), the
+    relative positions' projection per sequence (in training dropout makes the position
+    encodings differ per sequence, as transformers'), the LM head at the targets."""
+    d, f, layers, v = config["d_model"], config["d_inner"], config["n_layer"], config["vocab_size"]
+    a = config["n_head"] * (config.get("d_head") or d // config["n_head"])
+    tokens, relative = float(batch_size * seq_len), 2 * seq_len
+    attention = (2 * seq_len + relative) * a  # content scores + position scores + values, per query
+    content = tokens * (4 * d * a + 2 * d * f + attention)
+    query = predicted * (2 * d * a + 2 * d * f + attention)
+    positions = float(batch_size * relative) * d * a
+    return 6.0 * (layers * (content + query + positions) + predicted * d * v)
 
 
 # ---------------------------------------------------------------------------- subsets (pure)
@@ -171,9 +220,18 @@ ARMS = {
     "dynamic": ("mlm", "data-slice", "token", "c"),
     "static": ("mlm", "data-static", "token", "c"),
     "random": ("", "", "", "abcd"),  # the no-pre-training control (mlm's config, fresh weights)
+    "t5": ("t5", "data-t5", "", "f"),
+    "xlnet": ("xlnet", "data-xlnet", "", "f"),
 }
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
              "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2 qnli"}
+# (f)'s arms: each its own Unigram tokenizer (`--layout`) and data format; the preset None = --preset
+SUCCESSORS = {"t5": {"layout": "t5", "sentinels": 100, "format": "packed", "preset": "t5-tiny"},
+              "xlnet": {"layout": "xlnet", "format": "xlnet", "preset": None}}
+# fine-tuning variants of a pre-trained arm: name -> (pre-training arm, `finetune` command); the
+# *_random arms are the no-pre-training controls of (f): the arm's config and tokenizer, fresh weights
+FINETUNE = {"t5_cls": ("t5", "glue"), "t5_t2t": ("t5", "text2text"), "xlnet": ("xlnet", "glue")}
+FINETUNE.update({f"{name}_random": (f"{arm}_random", command) for name, (arm, command) in list(FINETUNE.items())})
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -198,18 +256,46 @@ def build_steps(args: argparse.Namespace) -> dict[str, Step]:
                 for task in ARM_TASKS[arm].split():
                     table.append(Step(f"ft-{arm}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
                                       {"arm": arm, "task": task, "seed": seed}))
-    return {s.name: s for s in table}
+    return {s.name: s for s in table + successor_steps(args)}
+
+
+def successor_steps(args: argparse.Namespace) -> list[Step]:
+    """(f): per arm a Unigram tokenizer, its data and a pre-training run whose FLOPs match
+    pt-mlm's; then the fine-tuning variants, ordered so that a cut-short run loses QNLI
+    first, then the last seed."""
+    table = []
+    for arm, spec in SUCCESSORS.items():
+        table += [Step(f"tok-{arm}", "tokenizer", (), {"layout": spec["layout"], "sentinels": spec.get("sentinels")}),
+                  Step(f"data-{arm}", "data", (f"tok-{arm}",), {"tokenizer": f"tok-{arm}", "format": spec["format"]})]
+    for arm in SUCCESSORS:
+        objective, data, masking, _ = ARMS[arm]
+        table.append(Step(f"pt-{arm}", "pretrain", (data, "pt-mlm"), {"arm": arm, "objective": objective, "data": data,
+                                                                       "masking": masking}))
+    table += [Step(f"pt-{arm}_random", "random", (f"pt-{arm}",), {"arm": f"{arm}_random", "source": f"pt-{arm}"})
+              for arm in SUCCESSORS]
+    rounds = ((("mrpc", "sst2"), args.seeds[:2]), (("mrpc", "sst2"), args.seeds[2:]), (("qnli",), args.seeds))
+    for controls in (False, True):  # the pre-trained arms' runs first, then the controls'
+        for tasks, seeds in rounds:
+            for seed in seeds:
+                for task in tasks:
+                    for variant, (arm, command) in FINETUNE.items():
+                        if variant.endswith("_random") == controls:
+                            table.append(Step(f"ft-{variant}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
+                                              {"arm": variant, "pretrained": arm.removesuffix("_random"),
+                                               "model": f"pt-{arm}", "command": command, "task": task,
+                                               "seed": seed}))
+    return table
 
 
 def select(names: list[str], steps: dict[str, Step]) -> list[str]:
-    """Step names for the request (names, `all`, or ablation letters a-d) plus their dependencies, in table order."""
+    """Step names for the request (names, `all`, or ablation letters a-d, f) plus their dependencies, in table order."""
     wanted: set[str] = set()
     for name in names:
         if name == "all":
             wanted |= set(steps)
-        elif name in ("a", "b", "c", "d"):
+        elif name in ("a", "b", "c", "d", "f"):
             arms = {arm for arm, spec in ARMS.items() if name in spec[3]}
-            wanted |= {n for n, s in steps.items() if s.options.get("arm") in arms}
+            wanted |= {n for n, s in steps.items() if s.options.get("pretrained", s.options.get("arm")) in arms}
         elif name in steps:
             wanted.add(name)
         else:
@@ -244,9 +330,21 @@ def config_fields(run: Path) -> dict:
 
 def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_len: float) -> float:
     """FLOPs of one step of `objective` at this experiment's batch: sequences padded to
-    max_seq_length, 15% of the non-special tokens (mean_len - 3 per NSP instance) masked."""
+    max_seq_length, 15% of the non-special tokens (mean_len - 3 per NSP instance) masked;
+    t5: inputs of max_seq_length, the targets T5's length helper gives (0.15 noise, spans of
+    3); xlnet: num_predict targets per full-length sequence, in proportion for shorter ones."""
     from bertkit.model.electra import ElectraConfig, generator_config
+    from bertkit.objectives.t5 import T5Settings, input_and_target_lengths
+    from bertkit.objectives.xlnet import XLNetSettings
 
+    if objective == "t5":
+        noise = T5Settings()
+        _, target_len = input_and_target_lengths(args.max_seq_length, noise.noise_density, noise.mean_noise_span_length)
+        return step_flops("t5", config, args.batch_size, args.max_seq_length, 0.0, target_len=target_len)
+    if objective == "xlnet":
+        share = min(1.0, mean_len / args.max_seq_length)
+        predicted = args.batch_size * XLNetSettings().resolved_num_predict(args.max_seq_length) * share
+        return step_flops("xlnet", config, args.batch_size, args.max_seq_length, 0.0, predicted)
     masked = args.batch_size * 0.15 * (mean_len - 3)
     generator = None
     if objective == "electra":
@@ -261,23 +359,31 @@ def run_step(step: Step, args: argparse.Namespace) -> dict:
     log = work / "logs" / f"{step.name}.log"
     entry: dict = {"step": step.name}
     if step.kind == "tokenizer":
-        command = [BERTKIT, "tokenizer", "train", "--vocab-size", str(args.vocab_size), "--output", str(work / "tok"),
-                   "--no-progress", str(CORPUS)]
+        command = [BERTKIT, "tokenizer", "train", "--vocab-size", str(args.vocab_size), "--output",
+                   str(tokenizer_dir(work, step.name)), "--no-progress", str(CORPUS)]
+        if step.options.get("layout"):  # (f): SentencePiece-style Unigram in the model's own layout
+            command[-1:-1] = ["--algorithm", "unigram", "--layout", step.options["layout"]]
+            if step.options.get("sentinels"):
+                command[-1:-1] = ["--sentinels", str(step.options["sentinels"])]
     elif step.kind == "data":
         corpus = CORPUS
         if step.options.get("slice"):
             corpus = work / "data" / f"austen_first_{args.slice_chars}.txt"
             entry["corpus_chars"] = write_corpus_slice(CORPUS, args.slice_chars, corpus)
-        command = [BERTKIT, "data", "build", "--tokenizer", str(work / "tok"), "--max-seq-length",
+        command = [BERTKIT, "data", "build", "--tokenizer", str(tokenizer_dir(work, step.options.get("tokenizer"))),
+                   "--max-seq-length",
                    str(args.max_seq_length), "--output", str(work / step.name), "--overwrite", "--no-progress",
                    "--workers", "1", str(corpus)]
         if step.options.get("static"):
             command[-1:-1] = ["--masking", "static", "--dupe-factor", str(args.dupe_factor)]
+        if step.options.get("format"):
+            command[-1:-1] = ["--format", step.options["format"]]
     elif step.kind == "random":
         from quality_table import write_random_model
 
-        write_random_model(work / "runs" / "pt-mlm" / "final", work / "runs" / "pt-random" / "final", args.seed)
-        return {**entry, "command": "write_random_model(pt-mlm/final, pt-random/final)", "seconds": 0}
+        source = step.options.get("source", "pt-mlm")
+        write_random_model(work / "runs" / source / "final", work / "runs" / step.name / "final", args.seed)
+        return {**entry, "command": f"write_random_model({source}/final, {step.name}/final)", "seconds": 0}
     elif step.kind == "pretrain":
         return run_pretrain(step, args, log)
     else:
@@ -287,6 +393,11 @@ def run_step(step: Step, args: argparse.Namespace) -> dict:
     if step.kind == "data":
         entry.update(data_info(work / step.name))
     return entry
+
+
+def tokenizer_dir(work: Path, step: str | None) -> Path:
+    """A tokenizer step's output: the shared WordPiece's ("tokenizer") is tok/."""
+    return work / ("tok" if step in (None, "tokenizer") else step)
 
 
 def shown(command: list[str], work: Path) -> str:
@@ -302,19 +413,26 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     steps = args.pretrain_steps
     entry: dict = {"step": step.name, "arm": arm, "objective": objective, "data": data,
                    "masking": step.options["masking"], "mean_len": round(mean_len, 1)}
-    if objective == "electra":  # equal FLOPs with the MLM arm
+    preset = SUCCESSORS.get(arm, {}).get("preset") or args.preset
+    if objective in ("electra", "t5", "xlnet"):  # equal FLOPs with the MLM arm
         mlm = read_results(work)["pt-mlm"]
-        electra_config = config_fields(work / "runs" / "pt-mlm")  # the same sizes; electra adds embedding_size
-        per_step = pretrain_flops("electra", {**electra_config, "embedding_size": electra_config["hidden_size"]},
-                                  args, mean_len)
-        steps = max(1, round(mlm["flops_total"] / per_step))
+        if objective == "electra":
+            electra_config = config_fields(work / "runs" / "pt-mlm")  # the same sizes; electra adds embedding_size
+            planned = {**electra_config, "embedding_size": electra_config["hidden_size"]}
+        else:
+            planned = preset_config(objective, preset, work / data)
+        # electra: pt-mlm's total; t5, xlnet: --pretrain-steps of pt-mlm's step (the same when pt-mlm ran them)
+        budget = mlm["flops_total"] if objective == "electra" else mlm["flops_per_step"] * args.pretrain_steps
+        steps = max(1, round(budget / pretrain_flops(objective, planned, args, mean_len)))
         entry["flops_matched_to"] = "pt-mlm"
-    command = [BERTKIT, "pretrain", "--objective", objective, "--preset", args.preset, "--data", str(work / data),
+    command = [BERTKIT, "pretrain", "--objective", objective, "--preset", preset, "--data", str(work / data),
                "--output-dir", str(output), "--set", f"max_steps={steps}", "--set", f"batch_size={args.batch_size}",
                "--set", f"lr={args.pretrain_lr}", "--set", f"warmup_steps={max(1, steps // 10)}",
-               "--set", f"seed={args.seed}", "--set", f"masking={step.options['masking']}",
+               "--set", f"seed={args.seed}",
                "--set", f"save_steps={args.save_steps}", "--set", f"eval_steps={max(1, steps // 4)}",
                "--set", f"log_steps={max(1, steps // 30)}", "--set", "progress=false"]
+    if step.options["masking"]:  # t5 and xlnet choose their own targets
+        command += ["--set", f"masking={step.options['masking']}"]
     if objective == "electra":
         command += ["--generator-size", str(args.generator_size)]
     if any(output.glob("checkpoint-*")):
@@ -329,12 +447,28 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     lines = read_metrics(output)
     evals = [r for r in lines if any(k.startswith("eval_") for k in r)]
     train = [r for r in lines if "loss" in r]
-    entry.update(steps=steps, batch_size=args.batch_size, max_seq_length=args.max_seq_length,
+    if objective == "t5":  # a T5 input is a raw chunk of this many text tokens, corrupted to max_seq_length
+        from bertkit.objectives.t5 import T5Settings, input_and_target_lengths
+
+        noise = T5Settings()  # the run's (not overridden here)
+        mean_len = input_and_target_lengths(args.max_seq_length, noise.noise_density, noise.mean_noise_span_length)[0]
+    entry.update(steps=steps, batch_size=args.batch_size, max_seq_length=args.max_seq_length, preset=preset,
                  tokens_seen=round(steps * args.batch_size * mean_len), flops_per_step=per_step,
                  flops_total=per_step * steps, seconds=round(seconds, 1), final_eval=evals[-1] if evals else None,
                  scale="percent",
                  final_train=train[-1] if train else None, command=shown(command, work))
     return entry
+
+
+def preset_config(objective: str, preset: str, data: Path) -> dict:
+    """The config fields a fresh `pretrain --objective objective --preset preset` run on `data`
+    gets (its vocabulary from the data's tokenizer): to plan its steps before it runs."""
+    from bertkit import Tokenizer
+    from bertkit.model.t5 import T5_PRESETS
+    from bertkit.model.xlnet_config import XLNetConfig
+
+    sizes = T5_PRESETS[preset] if objective == "t5" else XLNetConfig.presets[preset]
+    return {**sizes, "vocab_size": len(Tokenizer.from_pretrained(data / "tokenizer"))}
 
 
 def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
@@ -343,12 +477,17 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
     cut = cut_tasks(work, args)[task]
     output = work / "ft" / step.name
     epochs = {"mrpc": args.mrpc_epochs, "sst2": args.sst2_epochs, "qnli": args.qnli_epochs}[task]
-    command = [BERTKIT, "finetune", "glue", "--task", task, "--train", str(cut["train"]), "--dev", str(cut["dev"]),
-               "--model", str(work / "runs" / f"pt-{arm}" / "final"), "--output-dir", str(output),
+    model = work / "runs" / step.options.get("model", f"pt-{arm}") / "final"
+    if step.options.get("command") == "text2text":  # the task as text: generated labels scored as the task's
+        head = ["finetune", "text2text", "--task", "glue", "--glue-task", task]
+    else:  # a classification head on the encoder (T5: T5EncoderForSequenceClassification)
+        head = ["finetune", "glue", "--task", task]
+    command = [BERTKIT, *head, "--train", str(cut["train"]), "--dev", str(cut["dev"]),
+               "--model", str(model), "--output-dir", str(output),
                "--epochs", str(epochs), "--lr", str(args.ft_lr), "--batch-size", "32",
                "--max-seq-length", str(args.max_seq_length), "--seed", str(seed), "--overwrite", "--no-progress",
                "--set", "eval_steps=1000000"]
-    if finished_as(output, cut, epochs, seed, args.ft_lr, work / "runs" / f"pt-{arm}" / "final"):
+    if finished_as(output, cut, epochs, seed, args.ft_lr, model):
         seconds = None  # finished by an earlier runner that stopped before recording it: record, do not rerun
     else:
         seconds = round(run_command(command, log), 1)
@@ -358,6 +497,8 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+    if "eval_invalid" in best:  # text-to-text: generated texts that are no label word (scored wrong)
+        metrics["invalid"] = best["eval_invalid"]
     return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": metrics, "epochs": epochs,
             "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
             "seconds": seconds, "command": shown(command, work), "scale": "percent"}
@@ -461,10 +602,19 @@ ABLATIONS = {
     "b": ("(b) ELECTRA vs MLM at equal pre-training FLOPs", ("electra", "mlm", "random")),
     "c": ("(c) dynamic vs static masking", ("dynamic", "static", "random")),
     "d": ("(d) whole-word vs sub-token masking", ("wwm", "mlm", "random")),
+    "f": ("(f) T5 span corruption and XLNet's permutation LM vs MLM at equal pre-training FLOPs",
+          ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr", "t5_cls_random", "t5_t2t_random", "xlnet_random",
+           "random")),
 }
 ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "ltr": "left-to-right LM",
              "electra": "ELECTRA (gen 0.25)", "wwm": "MLM, whole-word masking", "dynamic": "MLM, dynamic (slice)",
-             "static": "MLM, static (slice)", "random": "no pre-training (random init)"}
+             "static": "MLM, static (slice)", "random": "no pre-training (random init)",
+             "t5": "T5 span corruption", "t5_cls": "T5 span corruption: encoder + classification head",
+             "t5_t2t": "T5 span corruption: text-to-text", "xlnet": "XLNet permutation LM",
+             "t5_cls_random": "no pre-training: T5 encoder + head", "t5_t2t_random": "no pre-training: T5 text-to-text",
+             "xlnet_random": "no pre-training: XLNet"}
+# the held-out accuracy of each objective's own prediction task (eval split, last evaluation)
+HELD_OUT = ("eval_mlm_accuracy", "eval_lm_accuracy", "eval_token_accuracy", "eval_plm_accuracy", "eval_accuracy")
 
 
 def cmd_table(args: argparse.Namespace) -> None:
@@ -474,28 +624,40 @@ def cmd_table(args: argparse.Namespace) -> None:
         tasks = [t for t in TASKS if any((arm, t, TASKS[t][0]) in table for arm in arms if arm != "random")]
         columns = [(t, m) for t in tasks for m in TASKS[t]]
         print(f"\n#### {title}\n")
-        print("| arm | pre-training steps | tokens seen | train FLOPs | " +
+        print("| arm | pre-training steps | tokens seen | train FLOPs | wall | held-out acc | " +
               " | ".join(f"{t.upper()} {m}" for t, m in columns) + " |")
-        print("|---|---:|---:|---:|" + "---|" * len(columns))
+        print("|---|---:|---:|---:|---:|---:|" + "---|" * len(columns))
         for arm in arms:
-            pt = results.get(f"pt-{arm}", {})
+            pt = results.get(f"pt-{FINETUNE.get(arm, (arm,))[0]}", {})
             flops = f"{pt['flops_total'] / 1e12:.1f} T" if pt.get("flops_total") else "-"
-            row = [ARM_NAMES[arm], str(pt.get("steps", 0)), f"{pt.get('tokens_seen', 0) / 1e6:.2f} M", flops]
+            wall = f"{pt['seconds'] / 60:.1f} min" if pt.get("seconds") else "-"
+            acc = held_out_accuracy(pt)
+            if not pt and not any(table.get((arm, t, m)) for t, m in columns):
+                continue  # an arm not run (yet)
+            row = [ARM_NAMES[arm], str(pt.get("steps", 0)), f"{pt.get('tokens_seen', 0) / 1e6:.2f} M", flops, wall,
+                   "-" if acc is None else f"{acc:.1f}"]
             row += [summary(table.get((arm, t, m), [])) for t, m in columns]
             print("| " + " | ".join(row) + " |")
     print("\n#### pre-training (held-out, last evaluation)\n")
-    print("| run | objective | data | masking | steps | eval MLM acc | eval loss | wall |")
+    print("| run | objective | data | masking | steps | held-out acc (own objective) | eval loss | wall |")
     print("|---|---|---|---|---:|---:|---:|---:|")
     for name, entry in results.items():
         if name.startswith("pt-") and entry.get("final_eval"):
             ev = entry["final_eval"]
-            acc = ev.get("eval_mlm_accuracy", ev.get("eval_lm_accuracy", ev.get("eval_accuracy")))
-            if acc is not None and entry.get("scale") != "percent":  # recorded before the percent scale: a fraction
-                acc *= 100
+            acc = held_out_accuracy(entry)
             print(f"| {name} | {entry['objective']} | {entry['data']} | {entry['masking']} | {entry['steps']} | "
                   f"{'-' if acc is None else f'{acc:.1f}'} | "
                   f"{ev.get('eval_loss', float('nan')):.3f} | "
                   f"{entry['seconds'] / 60:.1f} min |")
+
+
+def held_out_accuracy(entry: dict) -> float | None:
+    """A pre-training result's held-out accuracy (%) on its own objective's targets, or None."""
+    ev = entry.get("final_eval") or {}
+    acc = next((ev[k] for k in HELD_OUT if k in ev), None)
+    if acc is not None and entry.get("scale") != "percent":  # recorded before the percent scale: a fraction
+        acc *= 100
+    return acc
 
 
 def cmd_plots(args: argparse.Namespace) -> None:
@@ -712,6 +874,44 @@ def cmd_detect(args: argparse.Namespace) -> None:
         print(f"{kind}: replaced {values['replaced_fraction']:.3f}, AUROC {values['auroc']:.3f}")
 
 
+def span_accuracy(run: Path, data: Path, count: int = 256, batch_size: int = 32) -> dict:
+    """The T5 arm's held-out target accuracy (%) split into the structural targets (sentinels
+    and EOS, predictable from the input's layout) and the corrupted spans' own tokens; the
+    first `count` examples of the eval split, masks as the run's evaluation draws them."""
+    import torch
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.model.t5 import T5ForConditionalGeneration
+    from bertkit.objectives.t5 import T5Objective
+
+    model = T5ForConditionalGeneration.from_pretrained(run).eval()
+    objective = T5Objective(model, PretrainingDataset.open(data), PretrainingDataset.open(data, "eval"),
+                            MaskingConfig(), seed=0)
+    structural_ids = torch.tensor([*objective.sentinel_ids.tolist(), objective.eos_id])
+    right, total = {"structural": 0, "span": 0}, {"structural": 0, "span": 0}
+    count = min(count, objective.num_eval_examples())
+    with torch.inference_mode():
+        for start in range(0, count, batch_size):
+            batch = objective.collate([objective.eval_example(i) for i in range(start, min(count, start + batch_size))])
+            labels = batch["labels"]
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).logits
+            correct = logits.argmax(-1) == labels
+            structural = torch.isin(labels, structural_ids)
+            for name, where in (("structural", structural), ("span", ~structural & (labels >= 0))):
+                right[name] += int(correct[where].sum())
+                total[name] += int(where.sum())
+    return {name: {"accuracy": 100.0 * right[name] / max(total[name], 1), "targets": total[name]} for name in total}
+
+
+def cmd_spans(args: argparse.Namespace) -> None:
+    """Print span_accuracy of the T5 arm (and of its no-pre-training control when written)."""
+    for run in ("pt-t5", "pt-t5_random"):
+        if (args.work_dir / "runs" / run / "final").exists():
+            result = span_accuracy(args.work_dir / "runs" / run / "final", args.work_dir / "data-t5")
+            print(run + ": " + ", ".join(f"{k} {v['accuracy']:.1f}% of {v['targets']}" for k, v in result.items()))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
@@ -756,6 +956,8 @@ def main(argv: list[str] | None = None) -> None:
         func=cmd_spread)
     commands.add_parser("detect", help="ELECTRA discriminator: AUROC on random vs generator-sampled replacements"
                         ).set_defaults(func=cmd_detect)
+    commands.add_parser("spans", help="T5 arm: held-out accuracy on sentinels/EOS vs the spans' own tokens"
+                        ).set_defaults(func=cmd_spans)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)

@@ -331,8 +331,8 @@ def write_random_model(pretrained: Path, target: Path, seed: int) -> None:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for path in pretrained.iterdir():
-        if path.is_file() and path.suffix not in (".safetensors", ".bin", ".pt"):
-            shutil.copy(path, target / path.name)
+        if path.is_file() and path.suffix not in (".safetensors", ".bin", ".pt") and path.name != "manifest.json":
+            shutil.copy(path, target / path.name)  # not the manifest: its checksums are the old weights'
     torch.manual_seed(seed)
     model_class(config).save_pretrained(target)
 
