@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import compare_steps, step_clock  # noqa: E402
+from common import compare_steps, report_target, step_clock  # noqa: E402
 
 VOCAB = 32128
 EOS, PAD = 1, 0
@@ -129,10 +129,7 @@ def main() -> None:
         times = compare_steps({"bertkit": step_function(ours, ours_opt, batch),
                                "transformers": step_function(ref, ref_opt, batch)},
                               args.device, args.repeats, clock, args.batch_size * (source + target))
-        target_ratio = TARGETS.get(preset)
-        if target_ratio:
-            ratio = times["transformers"] / times["bertkit"]
-            print(f"  target >= {target_ratio}: {'PASS' if ratio >= target_ratio else 'MISS'}")
+        report_target(times, TARGETS.get(preset))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import add_step_arguments, compare_medians, step_clock  # noqa: E402
+from common import add_step_arguments, compare_medians, report_target, step_clock  # noqa: E402
 
 VOCAB = 32000
 UNK, BOS, EOS, CLS, SEP, PAD, MASK = range(7)  # XLNet's special ids (xlnet-base-cased)
@@ -116,10 +116,7 @@ def main() -> None:
         times = compare_medians({"bertkit": step_function(ours, ours_opt, batch),
                                  "transformers": step_function(ref, ref_opt, batch)},
                                 args.device, args.repeats, clock, "tokens", args.batch_size * args.seq_len)
-        target_ratio = TARGETS.get(preset)
-        if target_ratio:
-            ratio = times["transformers"] / times["bertkit"]
-            print(f"  target >= {target_ratio}: {'PASS' if ratio >= target_ratio else 'MISS'}")
+        report_target(times, TARGETS.get(preset))
 
 
 if __name__ == "__main__":

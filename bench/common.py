@@ -146,3 +146,10 @@ def rust_encode_batch(tokenizer_json, max_length: int, pad_id: int, pad_token: s
         return encodings
 
     return run
+
+
+def report_target(times: dict[str, float], target_ratio: float | None) -> None:
+    """Print PASS/MISS for the reference/bertkit time ratio against `target_ratio` (None: no target)."""
+    if target_ratio:
+        ratio = times["transformers"] / times["bertkit"]
+        print(f"  target >= {target_ratio}: {'PASS' if ratio >= target_ratio else 'MISS'}")
