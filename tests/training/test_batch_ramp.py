@@ -215,3 +215,26 @@ def test_pretrain_logs_the_steps_batch_and_the_report_names_the_ramp(data, tmp_p
     assert [r["batch_size"] for r in rows if "loss" in r] == [2, 6, 8, 8]
     report = (out / "report.md").read_text()
     assert "2 -> 8 sequences over the first 50% of 4 steps" in report and "2 x 1..4 x 1" in report
+
+
+def test_two_process_budget_run_ramps_together(data, tmp_path):
+    """Under torchrun each process takes its micro-batches of every step: the step's count
+    comes from the budget fraction the main process shares (the same all-reduce as the lr),
+    so the processes accumulate alike and end together."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.training.test_budget import budget_args
+    from tests.training.test_multiprocess_faults import BOUND, free_port
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           "-m", "bertkit", *budget_args(data, out, "4s", "--set", "budget_evals=2", "--set", "batch_ramp_start=2",
+                                         "--set", "batch_ramp_ratio=0.3")]
+    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    batches = [r["batch_size"] for r in rows if "loss" in r]
+    assert batches[0] == 2 and batches == sorted(batches) and set(batches) <= {2, 4, 6, 8}
+    assert "micro-batch x accumulation x processes | 1 x 1..4 x 2" in (out / "report.md").read_text()
