@@ -51,8 +51,10 @@ class RecordingProgram(ToyProgram):
     def __init__(self, n: int = 20):
         super().__init__(n)
         self.seen: list[tuple[list[int], float]] = []
+        self.prepared: list[int] = []  # every example the loop's data stream read
 
     def train_example(self, index, epoch):
+        self.prepared.append(index)
         return {**super().train_example(index, epoch), "index": index}
 
     def compute_loss(self, model, batch, totals):
@@ -74,6 +76,7 @@ def test_a_ramped_run_takes_the_stream_in_order_and_normalises_each_step(tmp_pat
     consumed = [i for indices, _ in program.seen for i in indices]
     trainer = Trainer(RecordingProgram(n=20), config(**RAMP), tmp_path / "unused")
     assert consumed == stream(trainer, 2 * sum(RAMP_MICRO_BATCHES))  # nothing skipped or repeated
+    assert program.prepared == consumed  # and nothing prepared past the last step
     calls = iter(program.seen)
     for micro_batches in RAMP_MICRO_BATCHES:  # every micro-batch of a step shares the step's normaliser
         step = [next(calls) for _ in range(micro_batches)]

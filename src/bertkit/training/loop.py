@@ -141,9 +141,14 @@ class Trainer:
     def samples_before(self, step: int) -> int:
         """Stream positions a step-count run consumes before `step` (a budget run's ramp
         follows its clock, so its count comes from the loop and the checkpoint instead)."""
-        if not self.ramped:
-            return step * self.global_batch
-        return self.sequences_per_micro * sum(self.micro_batches_at(s) for s in range(step))
+        micro_batches = 0
+        for s in range(step):  # the ramp never shrinks: once grown, the rest is counted at once
+            size = self.micro_batches_at(s)
+            if size == self.accumulation:
+                micro_batches += (step - s) * size
+                break
+            micro_batches += size
+        return micro_batches * self.sequences_per_micro
 
     def micro_batch_positions(self, step: int, micro: int) -> range:
         """Global stream positions of this rank's `micro`-th micro-batch of `step` (a step-count run)."""
@@ -162,10 +167,13 @@ class Trainer:
             examples.append(self.program.train_example(int(self._permutation(epoch)[offset]), epoch))
         return examples
 
-    def _micro_batch_stream(self, first: int) -> Iterator[dict[str, torch.Tensor]]:
-        """This rank's collated micro-batches from stream position `first` on, endlessly: each
-        step takes the next ones, as many as it accumulates, so none is skipped or repeated."""
+    def _micro_batch_stream(self, first: int, end: int | None) -> Iterator[dict[str, torch.Tensor]]:
+        """This rank's collated micro-batches from stream position `first` up to `end` (None:
+        endlessly, a budget run): each step takes the next ones, as many as it accumulates,
+        so none is skipped or repeated."""
         for micro in itertools.count():
+            if end is not None and first + micro * self.sequences_per_micro >= end:
+                return
             yield self.program.collate(self._examples(self._positions(first, micro)))
 
     # ---- setup -----------------------------------------------------------------------
@@ -379,7 +387,11 @@ class Trainer:
         start = self._resume(resume_from, wrapped, optimizer, scheduler, scaler) if resume_from else 0
         # a budget run's ramp follows the fraction of its time shared at the step before (all processes agree)
         fraction = self.budget.already / self.budget.budget if self.budget is not None else None
-        stream = _prefetch(self._micro_batch_stream(self.samples_seen), depth=2 * self.accumulation)
+        # a step-count run's stream ends with its last step, so nothing is prepared past it
+        end = None
+        if self.budget is None:
+            end = self.samples_seen + self.samples_before(cfg.max_steps) - self.samples_before(start)
+        stream = _prefetch(self._micro_batch_stream(self.samples_seen, end), depth=2 * self.accumulation)
         log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
         bar = _progress(cfg, start, ctx)
         window: dict[str, float] = {}
