@@ -178,8 +178,8 @@ class StepClock:
         return self.now
 
 
-def test_a_budget_run_ramps_over_its_time(tmp_path):
-    clock = StepClock()
+def timed_program(clock: StepClock) -> RecordingProgram:
+    """A RecordingProgram whose every micro-batch costs one second of `clock`."""
     program = RecordingProgram(n=20)
     compute = program.compute_loss
 
@@ -188,7 +188,18 @@ def test_a_budget_run_ramps_over_its_time(tmp_path):
         return compute(model, batch, totals)
 
     program.compute_loss = timed
-    cfg = config(max_steps=1000, budget_seconds=40.0, warmup_steps=None, warmup_ratio=0.1, log_steps=1, **RAMP)
+    return program
+
+
+def budget_config(**overrides):
+    return config(**{**dict(max_steps=1000, budget_seconds=40.0, warmup_steps=None, warmup_ratio=0.1, log_steps=1),
+                     **RAMP, **overrides})
+
+
+def test_a_budget_run_ramps_over_its_time(tmp_path):
+    clock = StepClock()
+    program = timed_program(clock)
+    cfg = budget_config()
     torch.manual_seed(0)
     result = Trainer(program, cfg, tmp_path, clock=clock).train(ToyModel())
     assert result.budget_ended and result.step < 1000
@@ -241,3 +252,26 @@ def test_two_process_budget_run_ramps_together(data, tmp_path):
     batches = [r["batch_size"] for r in rows if "loss" in r]
     assert batches[0] == 2 and batches == sorted(batches) and set(batches) <= {2, 4, 6, 8}
     assert "micro-batch x accumulation x processes | 1 x 1..4 x 2" in (out / "report.md").read_text()
+
+
+def test_a_resumed_budget_run_continues_the_stream_and_the_ramp(tmp_path):
+    """A budget run's step sizes follow its clock, not its step: the checkpoint's stream
+    position and time spent make the resumed part take the very next examples."""
+    clock = StepClock()
+    first = timed_program(clock)
+    torch.manual_seed(0)
+    model = ToyModel()
+    Trainer(first, budget_config(max_steps=5), tmp_path, clock=clock).train(model)  # cut by the step cap
+    checkpoint = ckpt.latest_checkpoint(tmp_path)
+    state = ckpt.load_training_state(checkpoint)
+    before = sum(len(indices) for indices, _ in first.seen)
+    spent = clock.now  # one second per micro-batch: 2 x 5 sequences would be 10
+    assert state["samples_seen"] == before == 2 * spent and state["elapsed_seconds"] == spent < 10
+    second_clock = StepClock()
+    second = timed_program(second_clock)
+    result = Trainer(second, budget_config(), tmp_path, clock=second_clock).train(model, resume_from=checkpoint)
+    assert result.budget_ended
+    consumed = [i for program in (first, second) for indices, _ in program.seen for i in indices]
+    assert consumed == stream(Trainer(RecordingProgram(n=20), budget_config(), tmp_path / "unused"), len(consumed))
+    resumed = [r["batch_size"] for r in result.records if "loss" in r and r["step"] > 5]
+    assert resumed[0] == ramp_batch_size(spent / 40.0, 2, 8, 0.5, 2)  # the ramp where the time spent left it

@@ -150,10 +150,6 @@ class Trainer:
             micro_batches += size
         return micro_batches * self.sequences_per_micro
 
-    def micro_batch_positions(self, step: int, micro: int) -> range:
-        """Global stream positions of this rank's `micro`-th micro-batch of `step` (a step-count run)."""
-        return self._positions(self.samples_before(step), micro)
-
     def _positions(self, first: int, micro: int) -> range:
         """This rank's positions in the `micro`-th micro-batch counted from stream position `first`:
         each micro-batch spans one micro-batch of every process, ranks in order."""
