@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "experiments"))
 import budget_recipes  # noqa: E402
@@ -28,3 +30,19 @@ def test_two_arms_run_and_make_a_table(tmp_path, capsys):
     assert "| base | 3s |" in table and "mlm_probability=0.4" in table
     assert budget_recipes.main(args) == 0  # recorded arms are skipped
     assert "base seed 1: recorded, skipped" in capsys.readouterr().out
+    for row in rows:  # every arm is scored at the short lengths too
+        assert 0 <= row["common64_mlm_accuracy"] <= 100 and 0 <= row["common32_mlm_accuracy"] <= 100
+
+
+def test_rescore_adds_the_short_scores_to_older_rows(tmp_path):
+    args = ["--work-dir", str(tmp_path), "run", "--arms", "base", "--budget", "2s", "--corpus", str(FIXTURE),
+            "--vocab-size", "400"] + [f"--set={value}" for value in SMALL]
+    assert budget_recipes.main(args) == 0
+    path = tmp_path / "results.jsonl"
+    row = json.loads(path.read_text())
+    older = {k: v for k, v in row.items() if not k.startswith(("common64", "common32"))}
+    path.write_text(json.dumps(older) + "\n")
+    assert budget_recipes.main(["--work-dir", str(tmp_path), "rescore", "--corpus", str(FIXTURE), "--vocab-size", "400"]) == 0
+    again = json.loads(path.read_text())
+    assert again == pytest.approx(row)  # the same model and the same fixed masks: the same scores
+    assert "acc % (64)" in (tmp_path / "results.md").read_text()

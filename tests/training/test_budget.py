@@ -94,11 +94,14 @@ def records(out):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_budget_run_stops_on_time_saved_and_evaluated(data, tmp_path):
+def test_budget_run_stops_on_time_saved_and_evaluated(data, tmp_path, capsys):
     out = tmp_path / "run"
     started = time.perf_counter()
     assert main(budget_args(data, out, "5s", "--set", "budget_evals=3")) == 0
     seconds = time.perf_counter() - started
+    # the fixture's data is NSP pairs: the run goes on, with a note naming the data the recipe was measured on
+    assert (f"{data}: nsp instances of 64 tokens; the budget recipe was measured on packed instances of 64 "
+            "(bertkit data build --format packed --max-seq-length 64)") in capsys.readouterr().err
     assert (out / "final" / "model.safetensors").is_file()
     rows = records(out)
     last_step = max(r["step"] for r in rows)
@@ -109,7 +112,7 @@ def test_budget_run_stops_on_time_saved_and_evaluated(data, tmp_path):
     assert saved["budget_seconds"] == 5.0 and saved["recipe"] == "budget" and saved["objective"] == "mlm"
     assert saved["model"]["pre_layer_norm"] is True
     report = (out / "report.md").read_text()
-    assert "budget (provisional until measured)" in report and "5s; spent" in report
+    assert "| recipe | budget |" in report and "5s; spent" in report
     state_time = seconds  # setup (data, model) is outside the budget; the loop's share must be on time
     assert state_time < 5.0 * 1.05 + 30  # generous: loading and the final save on a shared machine
     spent = float(report.split("5s; spent ")[1].split("s")[0])
@@ -139,6 +142,23 @@ def test_budget_run_resumes_with_its_time_spent(data, tmp_path):
     spent = float(report.split(f"{budget}; spent ")[1].split("s")[0])
     assert spent_before < spent <= seconds * 1.05 + 2.0
     assert "checkpoint-0000003 (step 3); changed:" in report and "budget_seconds" in report
+
+
+@pytest.mark.parametrize("recipe, instance_format, length, noted", [
+    ("budget", "packed", 64, False), ("budget", "packed", 128, True), ("budget", "nsp", 64, True),
+    ("bert", "packed", 512, False)])  # `bert` is the plain defaults: no data is wrong for it
+def test_recipe_data_note_only_when_a_budget_runs_on_other_data(monkeypatch, recipe, instance_format, length, noted):
+    from types import SimpleNamespace
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.pretraining import recipe_data_note
+
+    info = SimpleNamespace(instance_format=instance_format, max_seq_length=length)
+    monkeypatch.setattr(PretrainingDataset, "open", classmethod(lambda cls, directory, split: SimpleNamespace(info=info)))
+    note = recipe_data_note(SimpleNamespace(recipe=recipe, data="d/"))
+    assert (note is not None) == noted
+    if noted:
+        assert note.startswith(f"d/: {instance_format} instances of {length} tokens; the budget recipe")
 
 
 def test_recipe_defaults_stay_overridable(data, tmp_path):

@@ -11,26 +11,28 @@ from bertkit.commands import add_runtime_options
 
 def add_parser(subparsers) -> None:
     from bertkit.config import PRESETS
+    from bertkit.demos.pretraining import BERT_RECIPE_STEPS, DEFAULT_BUDGET
 
     p = subparsers.add_parser(
-        "demo", help="the whole pipeline: tokenizer, data, MLM+NSP pre-training, fill-mask (< 10 min on 2 cores)",
-        description="Train a WordPiece tokenizer, build NSP data and pre-train a tiny BERT on Jane Austen's novels "
-                    "(shipped with bertkit; --recipe budget --budget 4m: the provisional budget recipe for a wall-clock "
-                    "time instead), then fill in masked words of sentences from the novels before and after, counting "
-                    "how often the top 5 holds the novel's word. "
+        "demo", help="the whole pipeline: tokenizer, data, MLM pre-training, fill-mask (< 10 min on 2 cores)",
+        description="Train a WordPiece tokenizer, build packed data and pre-train a tiny BERT on Jane Austen's novels "
+                    "(shipped with bertkit) with the budget recipe for a wall-clock time (--recipe bert: the paper's "
+                    "MLM+NSP recipe on NSP pairs instead), then fill in masked words of sentences from the novels before "
+                    "and after, counting how often the top 5 holds the novel's word. "
                     "`bertkit demo embeddings` shows contextual vectors on a real pretrained BERT instead.")
     p.add_argument("--output-dir", default="runs/demo", help="run folder (default: runs/demo)")
     p.add_argument("--corpus", nargs="+", metavar="FILE", help="train on these text files instead of the embedded novels")
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--preset", choices=list(PRESETS), default="tiny")
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--budget", metavar="TIME", help="train for this wall-clock time (e.g. 90s, 4m) instead of --max-steps")
-    p.add_argument("--max-steps", type=int, help="training steps (default: 1200, unless --budget is given)")
-    p.add_argument("--recipe", choices=["bert", "budget"], default="bert",
-                   help="pre-training defaults (default: bert = MLM+NSP as in the paper; budget: provisional until "
-                        "measured, see docs/pretraining.md)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--max-seq-length", type=int, help="default: the recipe's (budget: 64, bert: 128)")
+    p.add_argument("--budget", metavar="TIME", help=f"train for this wall-clock time (default: {DEFAULT_BUDGET})")
+    p.add_argument("--max-steps", type=int, help=f"train this many steps instead of for a time "
+                                                 f"(default with --recipe bert: {BERT_RECIPE_STEPS})")
+    p.add_argument("--recipe", choices=["bert", "budget"], default="budget",
+                   help="pre-training defaults (default: budget, measured in docs/pretraining.md; bert: MLM+NSP as in "
+                        "the paper)")
+    p.add_argument("--batch-size", type=int, help="default: the recipe's")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: the recipe's)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any pre-training field, e.g. --set model.num_hidden_layers=1")
     add_runtime_options(p)
@@ -43,18 +45,26 @@ def add_parser(subparsers) -> None:
 
 
 def run_pretraining(args: argparse.Namespace) -> int:
-    from bertkit.demos.pretraining import DEFAULT_DEMO_STEPS, DemoOptions, run_demo
+    from bertkit.demos.pretraining import DEFAULT_BUDGET, DemoOptions, run_demo
     from bertkit.training.config import parse_set_arguments
 
     options = DemoOptions(output_dir=Path(args.output_dir), corpus=[Path(c) for c in args.corpus] if args.corpus else None,
                           vocab_size=args.vocab_size, preset=args.preset, max_seq_length=args.max_seq_length,
-                          budget=args.budget,
-                          max_steps=args.max_steps if args.max_steps is not None or args.budget else DEFAULT_DEMO_STEPS,
+                          budget=args.budget or DEFAULT_BUDGET, max_steps=_max_steps(args),
                           recipe=args.recipe, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                           overrides=parse_set_arguments(args.set),
                           progress=not args.no_progress, workers=args.threads)
     run_demo(options)
     return 0
+
+
+def _max_steps(args: argparse.Namespace) -> int | None:
+    """Steps instead of a time: --max-steps, or the bert recipe's step count when no --budget is given."""
+    from bertkit.demos.pretraining import BERT_RECIPE_STEPS
+
+    if args.max_steps is not None:
+        return args.max_steps
+    return BERT_RECIPE_STEPS if args.recipe == "bert" and not args.budget else None
 
 
 def run_embeddings(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.commands import add_runtime_options, note, warn_about_schedule
+from bertkit.commands import add_runtime_options, note, warn, warn_about_schedule
 
 
 def add_parser(subparsers) -> None:
@@ -79,6 +79,14 @@ class _PretrainParser(argparse.ArgumentParser):
         self.set_defaults(setting_flags=self.setting_flags)  # run() reads them off the namespace
 
 
+def warn_before_training(config) -> None:
+    """The schedule's warnings, and a note when a budget run's data is not the recipe's."""
+    from bertkit.pretraining import recipe_data_note
+
+    warn_about_schedule(config)
+    warn(recipe_data_note(config))
+
+
 def run(args: argparse.Namespace) -> int:
     from bertkit.errors import ConfigError
     from bertkit.pretraining import build_config, pretrain, resume_pretraining
@@ -107,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         result = resume_pretraining(values["output_dir"], values, overrides, notify=note)
     else:
         config = build_config(values, overrides, source=args.config or "config")
-        result = pretrain(config, overwrite=args.overwrite, on_start=warn_about_schedule, notify=note)
+        result = pretrain(config, overwrite=args.overwrite, on_start=warn_before_training, notify=note)
     if result.final_dir is not None:
         print(f"final model: {result.final_dir}  (report: {result.final_dir.parent / 'report.md'})")
     return 0
