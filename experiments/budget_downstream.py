@@ -399,11 +399,11 @@ def cmd_hf_pretrain(args: argparse.Namespace) -> None:
 
 def task_cuts(args: argparse.Namespace, folder: Path) -> dict[str, dict]:
     """{task: {"train", "dev", "train_subset", "eval_set"}} of --corpus (the subsets seeded)."""
+    (folder / "data").mkdir(parents=True, exist_ok=True)
     if args.corpus == "en":
         cuts = cut_tasks(folder, argparse.Namespace(sst2_train=args.sst2_train, mrpc_train=args.mrpc_train,
                                                     qnli_train=4000, qnli_dev=1463))
         return {task: cuts[task] for task in CORPORA["en"]["tasks"]}
-    (folder / "data").mkdir(parents=True, exist_ok=True)
     return {"nsmc": cut_nsmc(folder, args.nsmc_train, args.nsmc_held_out),
             "klue_nli": cut_klue(folder, "nli", args.klue_nli_held_out, args.klue_nli_fraction)}
 
