@@ -475,7 +475,7 @@ def difference(first: list[float] | None, second: list[float] | None) -> str:
 
 
 def plot_curves(work: Path) -> list[Path]:
-    """curves-<corpus>.png: held-out MLM loss of (a) and (b) over wall time."""
+    """curves-<corpus>.png: held-out MLM loss of (a) and (b) over wall time, (c)'s as a line."""
     from bertkit.plots import new_figure, save_png
 
     written = []
@@ -489,6 +489,9 @@ def plot_curves(work: Path) -> list[Path]:
         for run in filter(None, runs):
             axes.plot([p["seconds"] / 60 for p in run["curve"]], [p["mlm_loss"] for p in run["curve"]], "o-",
                       label=f"{ARMS[run['arm']]} ({run['curve_masks']})")
+        control = results.get(f"pt-random-{corpus}")
+        if control is not None:  # where both started: an untrained model of the same size
+            axes.axhline(control["common_mlm_loss"], color="grey", linestyle="--", label=ARMS["random"])
         axes.set_xlabel("wall time (minutes)")
         axes.set_ylabel("held-out MLM loss (15% fixed masks)")
         axes.set_title(f"{corpus}: equal wall time ({runs[0]['budget'] if runs[0] else runs[1]['budget']})", fontsize=10)
