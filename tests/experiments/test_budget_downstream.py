@@ -3,6 +3,7 @@ count, the wall-clock callback (a fake clock), and the targets' verdicts."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -91,3 +92,25 @@ def test_verdicts_say_each_target_met_or_missed():
     assert bd.verdicts(scores, TASKS, {})[0] == "SST-2 accuracy: (a) - (c) = +2.0 points, target >= 3: MISSED"
     assert bd.verdicts({}, bd.CORPORA["ko"]["tasks"], {})[:2] == [
         "NSMC accuracy: (a) - (c) >= 3 points: not measured yet", "(a) vs (c) downstream: not measured yet"]
+
+
+def test_three_arms_pretrain_at_equal_time_and_are_scored_on_one_held_out_set(tmp_path, capsys):
+    fixture = REPO / "tests" / "fixtures" / "austen_small.txt"
+    small = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_attention_heads=2", "batch_size=8"]
+    args = ["--work-dir", str(tmp_path), "--threads", "1", "run", "--budget", "2s", "--corpus-file", str(fixture),
+            "--vocab-size", "400", "--calibration-steps", "6", "--pretrain-only"] + [f"--set={v}" for v in small]
+    assert bd.main(args) == 0
+    rows = bd.read_results(tmp_path)
+    assert list(rows) == ["pt-bertkit-en", "pt-hf-en", "pt-random-en"]
+    hf = rows["pt-hf-en"]
+    assert hf["steps"] > 0 and hf["ended_by"] in ("budget", "max_steps") and hf["training_seconds"] < 10
+    assert hf["curve"][-1]["final"] and all(0 <= r["common_mlm_accuracy"] <= 100 for r in rows.values())
+    like = json.loads((tmp_path / "en" / "runs" / "bertkit" / "final" / "config.json").read_text())
+    theirs = json.loads((tmp_path / "en" / "runs" / "hf" / "final" / "config.json").read_text())
+    assert (theirs["hidden_size"], theirs["vocab_size"], theirs["architectures"]) == (32, like["vocab_size"],
+                                                                                     ["BertForMaskedLM"])
+    assert (tmp_path / "curves-en.png").stat().st_size > 0
+    table = (tmp_path / "results.md").read_text()
+    assert "| (b) transformers run_mlm-style |" in table and "(a)'s held-out MLM loss below (b)'s" in table
+    assert bd.main(args) == 0  # recorded steps are skipped
+    assert "pt-hf-en: recorded, skipped" in capsys.readouterr().out
