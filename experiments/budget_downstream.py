@@ -226,7 +226,7 @@ def pretrain_bertkit(args: argparse.Namespace, folder: Path, common: Path) -> di
     curve = [{"seconds": round(run_config["budget_seconds"] * r["step"] / steps, 1), "step": r["step"],
               "mlm_loss": r["eval_mlm_loss"], "mlm_accuracy": r["eval_mlm_accuracy"]}
              for r in rows if "eval_mlm_loss" in r]
-    return {"steps": steps, "wall_s": round(seconds, 1), "curve": curve,
+    return {"steps": steps, "batch_size": run_config["batch_size"], "wall_s": round(seconds, 1), "curve": curve,
             "curve_masks": f"own evaluations, mlm_probability {run_config['mlm_probability']}",
             "command": " ".join(command[2:])}
 
@@ -235,12 +235,10 @@ def pretrain_hf(args: argparse.Namespace, folder: Path, tok: Path, common: Path)
     """(b) in a subprocess (`hf-pretrain`, this script), then its snapshots and model scored."""
     out = folder / "runs" / "hf"
     corpus = Path(args.corpus_file or CORPORA[args.corpus]["corpus"])
-    from bertkit.training.budget import parse_budget
-
     command = [sys.executable, str(Path(__file__).resolve()), "--threads", str(args.threads), "hf-pretrain",
                "--corpus-file", str(corpus), "--tokenizer", str(tok), "--data", str(common),
                "--like", str(folder / "runs" / "bertkit" / "final"), "--output", str(out),
-               "--budget-seconds", str(parse_budget(args.budget)), "--seed", str(args.seed),
+               "--budget-seconds", str(parse_seconds(args.budget)), "--seed", str(args.seed),
                "--calibration-steps", str(args.calibration_steps)]
     seconds = budget_recipes.run(command, folder / "logs" / "pt-hf.log")
     run = json.loads((out / "hf_run.json").read_text())
@@ -385,8 +383,10 @@ def cmd_hf_pretrain(args: argparse.Namespace) -> None:
         if (args.tokenizer / name).is_file():
             shutil.copy(args.tokenizer / name, final / name)
     shutil.rmtree(out / "trainer", ignore_errors=True)
-    result = {"steps": run.state.global_step, "planned_max_steps": max_steps, "calibration_steps": args.calibration_steps,
-              "calibrated_seconds_per_step": round(per_step, 4), "training_seconds": round(budget.elapsed, 1),
+    batch = run.args.train_batch_size * run.args.gradient_accumulation_steps
+    result = {"steps": run.state.global_step, "batch_size": batch, "planned_max_steps": max_steps,
+              "calibration_steps": args.calibration_steps, "calibrated_seconds_per_step": round(per_step, 4),
+              "training_seconds": round(budget.elapsed, 1),
               "ended_by": "budget" if budget.stopped_by_budget else "max_steps", "blocks": len(blocks),
               "training_lines": len(lines), "transformers_tokenizer": type(tokenizer).__name__,
               "snapshots": snapshots}
@@ -445,7 +445,7 @@ def write_table(work: Path) -> Path:
         any_row = next(iter(pretraining.values()))
         lines += [f"### {corpus}: budget {any_row['budget']}, preset {any_row['preset']}"
                   + (f", {any_row['sets']}" if any_row.get("sets") else ""), "",
-                  "| arm | pre-training steps | held-out MLM loss | held-out MLM acc % | "
+                  "| arm | pre-training steps x batch | held-out MLM loss | held-out MLM acc % | "
                   + " | ".join(f"{spec['tasks'][t]['name']} {m}" for t, m in columns) + " |",
                   "|---|---:|---:|---:|" + "---|" * len(columns)]
         for arm, label in ARMS.items():
@@ -453,7 +453,8 @@ def write_table(work: Path) -> Path:
             if pt is None:
                 continue
             cells = [summary(scores.get((arm, t, m), [])) for t, m in columns]
-            lines.append(f"| {label} | {pt['steps']} | {pt['common_mlm_loss']:.3f} | {pt['common_mlm_accuracy']:.2f} | "
+            steps = f"{pt['steps']} x {pt['batch_size']}" if pt.get("batch_size") else str(pt["steps"])
+            lines.append(f"| {label} | {steps} | {pt['common_mlm_loss']:.3f} | {pt['common_mlm_accuracy']:.2f} | "
                          + " | ".join(cells) + " |")
         for first, second in (("bertkit", "random"), ("bertkit", "hf")):
             if first in pretraining and second in pretraining:
