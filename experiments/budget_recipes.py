@@ -3,6 +3,7 @@
     python experiments/budget_recipes.py list                              # the arms
     python experiments/budget_recipes.py run --budget 10m --seeds 1 2      # every arm not yet done (resumable)
     python experiments/budget_recipes.py run --arms base post_ln --budget 20s --seeds 1
+    python experiments/budget_recipes.py run --budget 6m --jobs 2 --threads 1   # two arms at once, one core each
     python experiments/budget_recipes.py table                             # results.md from results.jsonl
 
 Every arm is `bertkit pretrain --recipe budget --budget B` plus its change (the base arm is
@@ -23,7 +24,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,12 +46,15 @@ ARMS: dict[str, tuple[tuple[str, int], list[str]]] = {
     "warmup0.3": (("packed", 128), ["--set", "warmup_ratio=0.3"]),
     "batch16": (("packed", 128), ["--set", "batch_size=16"]),
     "batch64": (("packed", 128), ["--set", "batch_size=64"]),
+    # the recipe's batch (32) grown by accumulation from a quarter of it over the first half of the budget
+    "ramp": (("packed", 128), ["--set", "batch_ramp_start=8", "--set", "batch_ramp_ratio=0.5"]),
     "seq64": (("packed", 64), []),
+    "seq64_batch64": (("packed", 64), ["--set", "batch_size=64"]),  # seq 64 at the base's tokens per step
+    "seq32_batch128": (("packed", 32), ["--set", "batch_size=128"]),
     "mini": (("packed", 128), ["--preset", "mini"]),
     "small": (("packed", 128), ["--preset", "small"]),
     "bert": (("nsp", 128), ["--recipe", "bert"]),  # the paper's defaults over the same budget (the control)
 }
-# not yet an arm: a batch ramp (batches grown by accumulation over the run) needs a loop feature bertkit lacks
 
 
 def bertkit(*args: str) -> list[str]:
@@ -113,32 +119,52 @@ def read_results(work: Path) -> list[dict]:
 
 
 def run_arms(args: argparse.Namespace) -> None:
+    """Every (arm, seed) not yet recorded; `--jobs N` runs N at once (give each `--threads`:
+    the arms must share the machine alike, so run them on an otherwise quiet one)."""
+    import torch
+
     work = Path(args.work_dir)
-    tok = tokenizer(work, Path(args.corpus), args.vocab_size)
-    common_data = data(work, Path(args.corpus), tok, COMMON)
+    corpus = Path(args.corpus)
+    tok = tokenizer(work, corpus, args.vocab_size)
+    common_data = data(work, corpus, tok, COMMON)
     done = {(r["arm"], r["seed"], r["budget"]) for r in read_results(work)}
+    todo = []
     for arm in args.arms or list(ARMS):
-        variant, extra = ARMS[arm]
+        data(work, corpus, tok, ARMS[arm][0])  # built before any arm runs: concurrent arms share it
         for seed in args.seeds:
             if (arm, seed, args.budget) in done:
                 print(f"{arm} seed {seed}: recorded, skipped")
-                continue
-            out = work / "runs" / f"{arm}-{args.budget}-seed{seed}"
-            command = bertkit("pretrain", "--recipe", "budget", "--budget", args.budget, "--preset", args.preset,
-                              "--data", str(data(work, Path(args.corpus), tok, variant)), "--output-dir", str(out),
-                              "--overwrite", "--set", f"seed={seed}", "--set", "progress=false",
-                              "--set", "tensorboard=false", *args.set_args, *extra)
-            seconds = run(command, work / "logs" / f"{out.name}.log")
-            rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-            own = [r for r in rows if "eval_mlm_accuracy" in r]
-            result = {"arm": arm, "seed": seed, "budget": args.budget, "data": f"{variant[0]}-{variant[1]}",
-                      "changes": " ".join(extra), "steps": max(r["step"] for r in rows), "wall_s": round(seconds, 1),
-                      "own_final_mlm_accuracy": own[-1]["eval_mlm_accuracy"] if own else None,
-                      **common_score(out / "final", common_data), "load_average": os.getloadavg()[0]}
+            else:
+                todo.append((arm, seed))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    lock = threading.Lock()
+
+    def run_one(arm: str, seed: int) -> None:
+        variant, extra = ARMS[arm]
+        out = work / "runs" / f"{arm}-{args.budget}-seed{seed}"
+        threads = ["--threads", str(args.threads)] if args.threads else []
+        command = bertkit("pretrain", "--recipe", "budget", "--budget", args.budget, "--preset", args.preset,
+                          "--data", str(data(work, corpus, tok, variant)), "--output-dir", str(out), *threads,
+                          "--overwrite", "--set", f"seed={seed}", "--set", "progress=false",
+                          "--set", "tensorboard=false", *args.set_args, *extra)
+        seconds = run(command, work / "logs" / f"{out.name}.log")
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        own = [r for r in rows if "eval_mlm_accuracy" in r]
+        result = {"arm": arm, "seed": seed, "budget": args.budget, "data": f"{variant[0]}-{variant[1]}",
+                  "changes": " ".join(extra), "steps": max(r["step"] for r in rows), "wall_s": round(seconds, 1),
+                  "threads": args.threads, "jobs": args.jobs,
+                  "own_final_mlm_accuracy": own[-1]["eval_mlm_accuracy"] if own else None,
+                  **common_score(out / "final", common_data), "load_average": os.getloadavg()[0]}
+        with lock:
             with (work / "results.jsonl").open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(result) + "\n")
             print(f"{arm} seed {seed}: {result['steps']} steps, common held-out MLM accuracy "
-                  f"{result['common_mlm_accuracy']:.2f}%")
+                  f"{result['common_mlm_accuracy']:.2f}%", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for future in [pool.submit(run_one, arm, seed) for arm, seed in todo]:
+            future.result()
     write_table(work)
 
 
@@ -174,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budget", default="10m", help="wall-clock budget of every arm (default: 10m)")
     r.add_argument("--seeds", nargs="+", type=int, default=[1])
     r.add_argument("--preset", default="tiny")
+    r.add_argument("--jobs", type=int, default=1, help="arms run at once (default: 1)")
+    r.add_argument("--threads", type=int, help="torch threads of each arm (default: pretrain's own)")
     r.add_argument("--corpus", default=str(CORPUS))
     r.add_argument("--vocab-size", type=int, default=8192)
     r.add_argument("--set", dest="set_args", action="append", default=[], type=lambda v: f"--set={v}",

@@ -260,7 +260,9 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
                      + (" (ended on time)" if result.budget_ended else "")}
                     if config.budget_seconds is not None else {}),
                  "steps": result.step, "global batch": config.batch_size,
-                 "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.accumulation} x {trainer.ctx.world_size}",
+                 **({"batch ramp": config.describe_batch_ramp()} if config.batch_ramp_start is not None else {}),
+                 "micro-batch x accumulation x processes": f"{trainer.micro_batch} x {trainer.describe_accumulation()} x "
+                                                           f"{trainer.ctx.world_size}",
                  "lr (peak), warm-up": f"{config.lr:g}, {config.describe_warmup()}",
                  "masking": objective.describe_masking(config), "seed": config.seed,
                  "held-out masks": objective.describe_eval_masks(),

@@ -18,10 +18,10 @@ SMALL = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_attent
 
 def test_two_arms_run_and_make_a_table(tmp_path, capsys):
     args = ["--work-dir", str(tmp_path), "run", "--arms", "base", "mask40", "--budget", "3s", "--corpus", str(FIXTURE),
-            "--vocab-size", "400"] + [f"--set={value}" for value in SMALL]
+            "--vocab-size", "400", "--jobs", "2", "--threads", "1"] + [f"--set={value}" for value in SMALL]
     assert budget_recipes.main(args) == 0
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert [r["arm"] for r in rows] == ["base", "mask40"]
+    assert sorted(r["arm"] for r in rows) == ["base", "mask40"]  # two at once: either may finish first
     for row in rows:
         assert row["steps"] > 0 and 0 <= row["common_mlm_accuracy"] <= 100 and row["common_mlm_loss"] > 0
     table = (tmp_path / "results.md").read_text()

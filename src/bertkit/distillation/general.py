@@ -372,7 +372,9 @@ def _write_general_report(config: DistillConfig, program, model, fresh, result, 
                           "hidden projection": "yes (W_h, saved as " + PROJECTION_FILE + ")"
                           if model.projection is not None else "no (same width)",
                           "teacher cache": str(program.cache.directory) if program.cache is not None else "off"}),
-        ("Run", {"steps": result.step, "global batch": config.batch_size, "lr (peak), warm-up":
+        ("Run", {"steps": result.step, "global batch": config.batch_size,
+                 **({"batch ramp": config.describe_batch_ramp()} if config.batch_ramp_start is not None else {}),
+                 "lr (peak), warm-up":
                  f"{config.lr:g}, {config.describe_warmup()}", "masking": f"{config.masking}, {config.mlm_probability:.0%}",
                  "seed": config.seed, "held-out masks": program.describe_eval_masks(),
                  **({"resumed from": resumption.report_entry()} if resumption is not None else {}),

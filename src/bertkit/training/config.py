@@ -74,6 +74,10 @@ class TrainingConfig:
     # evaluates at each 1/budget_evals of the time instead of every eval_steps (bertkit.training.budget)
     budget_seconds: float | None = None
     budget_evals: int = 10
+    # a batch ramp (bertkit.training.ramp): the batch grows by accumulation from batch_ramp_start sequences to
+    # batch_size over the first batch_ramp_ratio of the run (of the budget's time, else of max_steps); None = no ramp
+    batch_ramp_start: int | None = None
+    batch_ramp_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         validate_types(self)
@@ -105,11 +109,37 @@ class TrainingConfig:
                               "(leave warmup_steps unset)")
         if self.budget_evals < 1:
             raise ConfigError(f"field 'budget_evals' must be >= 1, got {self.budget_evals}")
+        self._check_batch_ramp()
         if self.early_stopping_patience is not None:
             if self.early_stopping_patience <= 0:
                 raise ConfigError(f"field 'early_stopping_patience' must be positive, got {self.early_stopping_patience}")
             if not self.metric_for_best:
                 raise ConfigError("field 'early_stopping_patience' needs 'metric_for_best' (the metric to watch)")
+
+    def _check_batch_ramp(self) -> None:
+        if not 0 < self.batch_ramp_ratio <= 1:
+            raise ConfigError(f"field 'batch_ramp_ratio' must be in (0, 1], got {self.batch_ramp_ratio}")
+        start = self.batch_ramp_start
+        if start is None:
+            return
+        if not 0 < start <= self.batch_size:
+            raise ConfigError(f"field 'batch_ramp_start' must be in [1, batch_size {self.batch_size}], got {start}")
+        if self.micro_batch_size is not None and start % self.micro_batch_size:
+            raise ConfigError(f"field 'batch_ramp_start' ({start}) must be a multiple of micro_batch_size "
+                              f"({self.micro_batch_size})")
+
+    def describe_batch_ramp(self) -> str | None:
+        """The ramp for a report: "8 -> 32 sequences over the first 50% of the 10m budget"; None without one."""
+        if self.batch_ramp_start is None:
+            return None
+        if self.budget_seconds is not None:
+            from bertkit.training.budget import describe_budget
+
+            run = f"the {describe_budget(self.budget_seconds)} budget"
+        else:
+            run = f"{self.max_steps} steps"
+        return (f"{self.batch_ramp_start} -> {self.batch_size} sequences over the first "
+                f"{self.batch_ramp_ratio * 100:g}% of {run}")
 
     def num_warmup_steps(self) -> int:
         """The warm-up the schedule uses: `warmup_steps` if set, else `warmup_ratio` of `max_steps`."""

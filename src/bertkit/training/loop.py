@@ -5,11 +5,13 @@ batches into a loss. The loop owns the rest — global batch arithmetic over pro
 and accumulation, optimizer and schedule, mixed precision, clipping, non-finite
 losses, periodic evaluation, atomic checkpoints, exact resume, logging.
 
-Determinism. The data position is a pure function of the step: step s consumes the
-global sample positions [s*G, (s+1)*G) of an endless stream in which epoch e is a
-permutation drawn from (seed, e). Dropout is seeded from (seed, step, micro-batch,
-rank). So resuming needs no replay, the number of data workers cannot change a batch,
-and a killed run resumed from its checkpoint ends with bit-identical weights.
+Determinism. The data is one endless stream of sample positions in which epoch e is a
+permutation drawn from (seed, e); each step takes the next positions, G of them (the
+global batch: step s holds [s*G, (s+1)*G)), or with a batch ramp (bertkit.training.ramp)
+as many micro-batches as the ramp gives at that point of the run. Checkpoints store the
+positions consumed. Dropout is seeded from (seed, step, micro-batch, rank). So resuming
+needs no replay, the number of data workers cannot change a batch, and a killed run
+resumed from its checkpoint ends with bit-identical weights.
 
 Best model and early stopping. With `metric_for_best` set, every evaluation is compared
 with the best so far; an improvement writes `best/` (the model in the HF layout plus
@@ -26,6 +28,7 @@ continues the same schedule; such a run is not bit-reproducible (see that module
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import queue
@@ -51,6 +54,7 @@ from bertkit.training.config import TrainingConfig
 from bertkit.training.distributed import DistContext, all_reduce_sum, barrier
 from bertkit.training.optim import build_optimizer, linear_schedule
 from bertkit.training.program import TrainingProgram
+from bertkit.training.ramp import ramp_batch_size
 from bertkit.training.reporting import MetricsLog
 
 FINAL_DIR = "final"
@@ -84,15 +88,23 @@ class Trainer:
         self.output_dir = Path(output_dir)
         self.ctx = ctx or DistContext()
         self.global_batch = config.batch_size
-        micro = config.micro_batch_size or max(1, config.batch_size // self.ctx.world_size)
+        # a ramp's smallest batch is one micro-batch per process unless micro_batch_size says otherwise
+        smallest = config.batch_ramp_start or config.batch_size
+        micro = config.micro_batch_size or max(1, smallest // self.ctx.world_size)
         per_step = micro * self.ctx.world_size
-        if config.batch_size % per_step:
-            raise ConfigError(
-                f"field 'batch_size' ({config.batch_size}) must be a multiple of micro_batch_size x processes "
-                f"({micro} x {self.ctx.world_size})"
-            )
+        for name in ("batch_size", "batch_ramp_start"):
+            value = getattr(config, name)
+            if value is not None and value % per_step:
+                raise ConfigError(
+                    f"field {name!r} ({value}) must be a multiple of micro_batch_size x processes "
+                    f"({micro} x {self.ctx.world_size})"
+                )
         self.micro_batch = micro
-        self.accumulation = config.batch_size // per_step
+        self.sequences_per_micro = per_step  # one micro-batch on every process
+        self.accumulation = config.batch_size // per_step  # micro-batches per step at the full batch
+        self.ramped = config.batch_ramp_start is not None
+        self.samples_seen = 0  # stream positions consumed so far (the next step's first)
+        self._step_layout: tuple[int, int, int] | None = None  # the running step: (step, first position, micro-batches)
         self.num_examples = program.num_train_examples()
         if self.num_examples <= 0:
             raise BertkitError("no training examples")
@@ -109,9 +121,39 @@ class Trainer:
             self._permutations[epoch] = self.program.epoch_order(permutation, epoch, self.global_batch)
         return self._permutations[epoch]
 
-    def micro_batch_positions(self, step: int, micro: int) -> range:
-        """Global stream positions of this rank's `micro`-th micro-batch of `step`."""
-        start = step * self.global_batch + (micro * self.ctx.world_size + self.ctx.rank) * self.micro_batch
+    def micro_batches_at(self, step: int, fraction: float | None = None) -> int:
+        """Micro-batches (per process) accumulated in `step`: all of batch_size's, or with a
+        batch ramp as many as the ramp gives at `fraction` of the run (a budget run's share
+        of its time; None: step / max_steps)."""
+        cfg = self.config
+        if not self.ramped:
+            return self.accumulation
+        fraction = step / cfg.max_steps if fraction is None else fraction
+        batch = ramp_batch_size(fraction, cfg.batch_ramp_start, cfg.batch_size, cfg.batch_ramp_ratio,
+                                self.sequences_per_micro)
+        return batch // self.sequences_per_micro
+
+    def describe_accumulation(self) -> str:
+        """Micro-batches accumulated per step for a report: "4", or with a ramp "1..4"."""
+        least = self.micro_batches_at(0, 0.0)
+        return f"{least}..{self.accumulation}" if least != self.accumulation else str(self.accumulation)
+
+    def samples_before(self, step: int) -> int:
+        """Stream positions a step-count run consumes before `step` (a budget run's ramp
+        follows its clock, so its count comes from the loop and the checkpoint instead)."""
+        micro_batches = 0
+        for s in range(step):  # the ramp never shrinks: once grown, the rest is counted at once
+            size = self.micro_batches_at(s)
+            if size == self.accumulation:
+                micro_batches += (step - s) * size
+                break
+            micro_batches += size
+        return micro_batches * self.sequences_per_micro
+
+    def _positions(self, first: int, micro: int) -> range:
+        """This rank's positions in the `micro`-th micro-batch counted from stream position `first`:
+        each micro-batch spans one micro-batch of every process, ranks in order."""
+        start = first + (micro * self.ctx.world_size + self.ctx.rank) * self.micro_batch
         return range(start, start + self.micro_batch)
 
     def _examples(self, positions: range) -> list[dict[str, Any]]:
@@ -121,9 +163,14 @@ class Trainer:
             examples.append(self.program.train_example(int(self._permutation(epoch)[offset]), epoch))
         return examples
 
-    def _step_batches(self, start_step: int) -> Iterator[list[dict[str, torch.Tensor]]]:
-        for step in range(start_step, self.config.max_steps):
-            yield [self.program.collate(self._examples(self.micro_batch_positions(step, k))) for k in range(self.accumulation)]
+    def _micro_batch_stream(self, first: int, end: int | None) -> Iterator[dict[str, torch.Tensor]]:
+        """This rank's collated micro-batches from stream position `first` up to `end` (None:
+        endlessly, a budget run): each step takes the next ones, as many as it accumulates,
+        so none is skipped or repeated."""
+        for micro in itertools.count():
+            if end is not None and first + micro * self.sequences_per_micro >= end:
+                return
+            yield self.program.collate(self._examples(self._positions(first, micro)))
 
     # ---- setup -----------------------------------------------------------------------
     def _wrap(self, model: nn.Module) -> nn.Module:
@@ -182,7 +229,7 @@ class Trainer:
                 "rng": ckpt.rng_state(),
                 "world_size": self.ctx.world_size,
                 "global_batch": self.global_batch,
-                "samples_seen": step * self.global_batch,
+                "samples_seen": self.samples_seen,  # where the data stream resumes (a ramp makes it no multiple of step)
                 "best": dict(self._best),
                 "elapsed_seconds": self.budget.elapsed() if self.budget is not None else None,
             }
@@ -233,7 +280,11 @@ class Trainer:
     def describe_batch(self, step: int, shown: int = 8) -> str:
         """This process's training examples at `step` as `epoch:index` data positions
         (the first `shown`), so a user can look at their text."""
-        positions = [p for micro in range(self.accumulation) for p in self.micro_batch_positions(step, micro)]
+        if self._step_layout is not None and self._step_layout[0] == step:
+            _, first, micro_batches = self._step_layout
+        else:
+            first, micro_batches = self.samples_before(step), self.micro_batches_at(step)
+        positions = [p for micro in range(micro_batches) for p in self._positions(first, micro)]
         named = []
         for position in positions[:shown]:
             epoch, offset = divmod(position, self.num_examples)
@@ -263,7 +314,10 @@ class Trainer:
             self._best = dict(state["best"])
         if self.budget is not None:
             self.budget.already = float(state.get("elapsed_seconds") or 0.0)
-        return int(state["step"])
+        step = int(state["step"])
+        seen = state.get("samples_seen")  # absent from the oldest checkpoints, which had no ramp
+        self.samples_seen = int(seen) if seen is not None else self.samples_before(step)
+        return step
 
     def _apply_schedule(self, optimizer, scheduler) -> None:
         """The configured lr schedule from the resumed step on: a resumed run may change
@@ -325,7 +379,15 @@ class Trainer:
         scaler = torch.amp.GradScaler(ctx.device.type) if self.precision == "fp16" else None
         if cfg.budget_seconds is not None:
             self.budget = BudgetClock(cfg.budget_seconds, cfg.budget_evals, clock=self.clock)
+        self.samples_seen = 0
         start = self._resume(resume_from, wrapped, optimizer, scheduler, scaler) if resume_from else 0
+        # a budget run's ramp follows the fraction of its time shared at the step before (all processes agree)
+        fraction = self.budget.already / self.budget.budget if self.budget is not None else None
+        # a step-count run's stream ends with its last step, so nothing is prepared past it
+        end = None
+        if self.budget is None:
+            end = self.samples_seen + self.samples_before(cfg.max_steps) - self.samples_before(start)
+        stream = _prefetch(self._micro_batch_stream(self.samples_seen, end), depth=2 * self.accumulation)
         log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
         bar = _progress(cfg, start, ctx)
         window: dict[str, float] = {}
@@ -340,8 +402,12 @@ class Trainer:
         if self.budget is not None:
             self.budget.start()
         try:
-            for step, batches in enumerate(_prefetch(self._step_batches(start)), start=start):
-                batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in b.items()} for b in batches]
+            for step in range(start, cfg.max_steps):
+                micro_batches = self.micro_batches_at(step, fraction)
+                self._step_layout = (step, self.samples_seen, micro_batches)
+                self.samples_seen += micro_batches * self.sequences_per_micro
+                batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in next(stream).items()}
+                           for _ in range(micro_batches)]
                 counts: dict[str, float] = {}
                 for batch in batches:
                     for key, value in self.program.loss_counts(batch).items():
@@ -387,7 +453,7 @@ class Trainer:
                     amp_skipped += 1  # the loss scale overflowed: GradScaler skips this step itself
                 spent = due = False
                 if self.budget is not None:  # the lr follows the time spent, not the step
-                    fraction, spent, due = self._budget_decisions(eval_seconds)
+                    fraction, spent, due = self._budget_decisions(eval_seconds)  # the next step's ramp reads it too
                     for group in optimizer.param_groups:
                         group["lr"] = cfg.lr * budget_lr_factor(fraction, cfg.warmup_ratio)
                 lr = optimizer.param_groups[0]["lr"] if self.budget is not None else scheduler.get_last_lr()[0]
@@ -409,6 +475,8 @@ class Trainer:
                 if done % cfg.log_steps == 0 or last:
                     elapsed = time.perf_counter() - window_start
                     record = self._record(done, window, lr, elapsed)
+                    if self.ramped:
+                        record["batch_size"] = micro_batches * self.sequences_per_micro  # this step's batch
                     total_tokens += window["tokens"]
                     total_time += elapsed
                     if log is not None:
@@ -452,6 +520,7 @@ class Trainer:
                 ckpt.write_directory_atomic(final, lambda tmp: self.program.save_pretrained(_unwrap(wrapped), tmp, state_dict=model_state))
             barrier(ctx)
         finally:
+            stream.close()  # stops the prefetching thread
             if bar is not None:
                 bar.close()
             if log is not None:
