@@ -475,33 +475,44 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
     work = args.work_dir
     arm, task, seed = step.options["arm"], step.options["task"], step.options["seed"]
     cut = cut_tasks(work, args)[task]
-    output = work / "ft" / step.name
     epochs = {"mrpc": args.mrpc_epochs, "sst2": args.sst2_epochs, "qnli": args.qnli_epochs}[task]
     model = work / "runs" / step.options.get("model", f"pt-{arm}") / "final"
     if step.options.get("command") == "text2text":  # the task as text: generated labels scored as the task's
         head = ["finetune", "text2text", "--task", "glue", "--glue-task", task]
     else:  # a classification head on the encoder (T5: T5EncoderForSequenceClassification)
         head = ["finetune", "glue", "--task", task]
+    result = finetune(work, step.name, head, cut, model, epochs=epochs, lr=args.ft_lr, seed=seed,
+                      max_seq_length=args.max_seq_length, metrics=TASKS[task], log=log)
+    return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": result["metrics"], "epochs": epochs,
+            "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
+            "seconds": result["seconds"], "command": result["command"], "scale": "percent"}
+
+
+def finetune(work: Path, name: str, head: list[str], cut: dict, model: Path, *, epochs: int, lr: float, seed: int,
+             max_seq_length: int, metrics: tuple[str, ...], log: Path) -> dict:
+    """`bertkit HEAD...` (e.g. finetune glue --task sst2) of `model` on cut's train/dev into
+    work/ft/NAME, batch 32, one evaluation after the last epoch; a run already finished there
+    with these settings is picked up, not rerun. {"metrics" (the best_metrics.json values of
+    `metrics`, eval_ prefix dropped), "seconds" (None when picked up), "command"}; only best/ is kept."""
+    output = work / "ft" / name
     command = [BERTKIT, *head, "--train", str(cut["train"]), "--dev", str(cut["dev"]),
                "--model", str(model), "--output-dir", str(output),
-               "--epochs", str(epochs), "--lr", str(args.ft_lr), "--batch-size", "32",
-               "--max-seq-length", str(args.max_seq_length), "--seed", str(seed), "--overwrite", "--no-progress",
+               "--epochs", str(epochs), "--lr", str(lr), "--batch-size", "32",
+               "--max-seq-length", str(max_seq_length), "--seed", str(seed), "--overwrite", "--no-progress",
                "--set", "eval_steps=1000000"]
-    if finished_as(output, cut, epochs, seed, args.ft_lr, model):
+    if finished_as(output, cut, epochs, seed, lr, model):
         seconds = None  # finished by an earlier runner that stopped before recording it: record, do not rerun
     else:
         seconds = round(run_command(command, log), 1)
     best = json.loads((output / "best" / "best_metrics.json").read_text())
-    metrics = {k: best.get(f"eval_{k}") for k in TASKS[task]}
+    scores = {k: best.get(f"eval_{k}") for k in metrics}
     for folder in output.glob("checkpoint-*"):  # keep best/ only: ~50 runs
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
     if "eval_invalid" in best:  # text-to-text: generated texts that are no label word (scored wrong)
-        metrics["invalid"] = best["eval_invalid"]
-    return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": metrics, "epochs": epochs,
-            "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
-            "seconds": seconds, "command": shown(command, work), "scale": "percent"}
+        scores["invalid"] = best["eval_invalid"]
+    return {"metrics": scores, "seconds": seconds, "command": shown(command, work)}
 
 
 def finished_as(output: Path, cut: dict, epochs: int, seed: int, lr: float, model: Path) -> bool:

@@ -91,11 +91,13 @@ def run(command: list[str], log: Path) -> float:
     return time.perf_counter() - started
 
 
-def tokenizer(work: Path, corpus: Path, vocab_size: int) -> Path:
+def tokenizer(work: Path, corpus: Path, vocab_size: int, extra: tuple[str, ...] = ()) -> Path:
+    """A WordPiece of `vocab_size` trained on `corpus` in work/tokenizer (`extra`: more
+    `tokenizer train` flags, e.g. --morphemes kiwi); kept when already there."""
     target = work / "tokenizer"
     if not (target / "vocab.txt").is_file():
-        run(bertkit("tokenizer", "train", "--algorithm", "wordpiece", "--vocab-size", str(vocab_size), "--output",
-                    str(target), "--no-progress", str(corpus)), work / "logs" / "tokenizer.log")
+        run(bertkit("tokenizer", "train", "--algorithm", "wordpiece", "--vocab-size", str(vocab_size), *extra,
+                    "--output", str(target), "--no-progress", str(corpus)), work / "logs" / "tokenizer.log")
     return target
 
 

@@ -320,14 +320,16 @@ def shown(command: list[str], work: Path) -> str:
 
 def write_random_model(pretrained: Path, target: Path, seed: int) -> None:
     """`pretrained`'s config and tokenizer files with freshly initialised weights (the class
-    its config.json names: BertForPreTraining, T5ForConditionalGeneration, ...)."""
+    bertkit reads the checkpoint back as: BertForPreTraining, T5ForConditionalGeneration, ...;
+    for a pre-LN BERT saved in transformers' roberta-prelayernorm layout, not the class
+    config.json names for transformers)."""
     import torch
 
     import bertkit
     from bertkit.model.families import load_config
 
     config = load_config(pretrained)
-    model_class = getattr(bertkit, json.loads((pretrained / "config.json").read_text())["architectures"][0])
+    model_class = getattr(bertkit, config.extra["architectures"][0])
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for path in pretrained.iterdir():

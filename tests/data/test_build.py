@@ -368,3 +368,24 @@ def test_build_options_name_the_bad_field(field, value, message):
 
     with pytest.raises(ConfigError, match=message):
         BuildOptions(**{field: value})
+
+
+def test_documents_by_split_are_the_documents_the_build_split(corpus, tok_dir, tmp_path):
+    from bertkit.data.build import documents_by_split
+
+    out = tmp_path / "packed"
+    build(corpus, tok_dir, out, BuildOptions(**{**OPTIONS.__dict__, "instance_format": "packed"}))
+    split = documents_by_split(corpus, out)
+    tokenizer = Tokenizer.from_pretrained(tok_dir)
+
+    def named(documents):  # the document numbers the texts' markers name
+        return {int(line.split()[0][1:].split("S")[0]) for document in documents for line in document[:1]}
+
+    def built(split_name):
+        data = PretrainingDataset.open(out, split_name)
+        return {d for i in range(len(data)) for d, _ in origins(tokenizer, data[i]["input_ids"])}
+
+    assert split["eval"] and len(split["train"]) + len(split["eval"]) == NUM_DOCS
+    assert named(split["eval"]) == built("eval") and named(split["train"]) == built("train")
+    with pytest.raises(BertkitError, match="built from"):
+        documents_by_split(corpus[:1], out)

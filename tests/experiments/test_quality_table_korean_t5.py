@@ -83,3 +83,14 @@ def test_write_random_model_keeps_a_t5_checkpoints_class_and_config(tmp_path):
     assert (tmp_path / "random" / "tokenizer_config.json").exists()
     assert random.config.to_dict() == trained.config.to_dict()
     assert not torch.equal(random.lm_head.weight, trained.lm_head.weight)
+
+
+def test_write_random_model_of_a_pre_ln_bert_saved_in_transformers_layout(tmp_path):
+    config = BertConfig.from_preset("tiny", vocab_size=300, pre_layer_norm=True)
+    torch.manual_seed(1)
+    BertForPreTraining(config).save_pretrained(tmp_path / "trained")  # config.json names RobertaPreLayerNormForMaskedLM
+    write_random_model(tmp_path / "trained", tmp_path / "random", seed=42)
+    random = BertForPreTraining.from_pretrained(tmp_path / "random")
+    trained = BertForPreTraining.from_pretrained(tmp_path / "trained")
+    assert random.config.to_dict() == trained.config.to_dict() and random.config.pre_layer_norm
+    assert not torch.equal(random.bert.embeddings.word_embeddings.weight, trained.bert.embeddings.word_embeddings.weight)

@@ -268,8 +268,7 @@ class SliceBuilder:
         documents = tokenize_documents(tokenizer, piece.documents, recipe["sentence_split"])
         seed, k = recipe["seed"], piece.index
         fmt = get_format(recipe["instance_format"])
-        train, held_out = split_documents(documents, recipe["eval_fraction"], first_slice=k == 0,
-                                          min_train=fmt.min_documents, rng=_stream(seed, k, 0, _EVAL_SPLIT))
+        train, held_out = _split_slice(documents, recipe, k)
         if len(train) < fmt.min_documents:
             others = [name for name in FORMATS if get_format(name).min_documents <= len(train)]
             raise BertkitError(
@@ -343,6 +342,44 @@ def tokenize_documents(tokenizer: Any, documents: list[list[str]], sentence_spli
         if document:
             result.append(document)
     return result
+
+
+def _split_slice(documents: list[Any], recipe: dict[str, Any], k: int) -> tuple[list[Any], list[Any]]:
+    """(train, held-out) of slice k's tokenized documents, as the build splits them (its own stream)."""
+    return split_documents(documents, recipe["eval_fraction"], first_slice=k == 0,
+                           min_train=get_format(recipe["instance_format"]).min_documents,
+                           rng=_stream(recipe["seed"], k, 0, _EVAL_SPLIT))
+
+
+def documents_by_split(files: Sequence[str | os.PathLike], data_dir: str | os.PathLike) -> dict[str, list[list[str]]]:
+    """The corpus documents (each its lines, as read) that the data directory `data_dir`, built
+    from `files`, trained on and held out: {"train": [...], "eval": [...]}, split exactly as
+    build_dataset split them (the recipe's reading options, seed and streams). For tools that
+    train on the same documents another way (a reference trainer) and must not see the
+    held-out ones. The files must be the build's inputs (names and sizes are checked)."""
+    from bertkit.data.dataset import scan_shards
+    from bertkit.tokenization import Tokenizer
+
+    data_dir = Path(data_dir)
+    metas = scan_shards(data_dir)
+    if not metas:
+        raise BertkitError(f"{data_dir}: no built shards (run bertkit data build first)")
+    recipe = next(iter(metas.values()))["recipe"]
+    paths = [check_readable(f) for f in files]
+    if [[p.name, p.stat().st_size] for p in paths] != recipe["inputs"]:
+        raise BertkitError(f"{data_dir}: built from {recipe['inputs']}, not from {[str(p) for p in paths]}")
+    tokenizer = Tokenizer.from_pretrained(data_dir / TOKENIZER_DIR)
+    documents = iter_documents([str(p) for p in paths], text_field=recipe["text_field"],
+                               skip_bad_lines=recipe["skip_bad_lines"], max_document_chars=recipe["slice_chars"])
+    out: dict[str, list[list[str]]] = {"train": [], "eval": []}
+    for piece in iter_slices(documents, recipe["slice_chars"]):
+        # the documents the build keeps (those with tokens), by position in the slice
+        kept = [i for i, document in enumerate(piece.documents)
+                if tokenize_documents(tokenizer, [document], recipe["sentence_split"])]
+        train, held_out = _split_slice(kept, recipe, piece.index)
+        out["train"] += [piece.documents[i] for i in train]
+        out["eval"] += [piece.documents[i] for i in held_out]
+    return out
 
 
 def split_documents(
