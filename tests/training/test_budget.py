@@ -207,3 +207,9 @@ def test_two_process_budget_run_ends_together(data, tmp_path):
     assert (out / "final" / "model.safetensors").is_file()
     rows = records(out)
     assert [r for r in rows if "eval_mlm_accuracy" in r][-1]["step"] == max(r["step"] for r in rows)
+
+
+def test_demo_with_a_bad_budget_fails_before_any_work(tmp_path, capsys):
+    assert main(["demo", "--output-dir", str(tmp_path / "demo"), "--budget", "ten minutes"]) != 0
+    assert "--budget 'ten minutes'" in one_line_error(capsys)
+    assert not (tmp_path / "demo" / "tokenizer").exists()  # nothing trained before the error

@@ -64,13 +64,13 @@ def run_demo(options: DemoOptions) -> Path:
     print(f"bertkit demo — pre-training a {options.preset} BERT from scratch on {', '.join(p.name for p in corpus)}")
     print(f"everything goes to {out}/\n")
 
+    config = _run_config(options, out)  # a bad option fails here, before any work
     print(f"[1/4] WordPiece tokenizer, {options.vocab_size} tokens")
     tok_dir = out / "tokenizer"
     trained = train_tokenizer(corpus, tok_dir, TrainOptions(vocab_size=options.vocab_size, workers=options.workers,
                                                                 show_progress=options.progress))
     print(f"      {trained.vocab_size} tokens in {trained.seconds:.0f}s -> {tok_dir}")
 
-    config = _run_config(options, out)
     data_format = "nsp" if config.objective == "mlm_nsp" else "packed"
     max_seq_length = options.max_seq_length or RECIPE_DATA[options.recipe][1]
     print(f"[2/4] {data_format} pre-training sequences, max {max_seq_length} tokens, dynamic masking")
