@@ -27,8 +27,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--preset", choices=list(PRESETS),
                    help="model size for a fresh model (default: mini, or the objective's own)")
     p.add_argument("--recipe", choices=["bert", "budget"],
-                   help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr; "
-                        "provisional until measured); every field stays overridable")
+                   help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr, "
+                        "batch 16; measured best on 64-token packed data, docs/pretraining.md); every field stays "
+                        "overridable")
     p.add_argument("--budget", metavar="TIME", help="wall-clock budget (90s, 10m, 2h): the lr schedule is laid over "
                    "the time and the run ends, saved and evaluated, when it is spent")
     p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
