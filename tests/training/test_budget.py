@@ -213,3 +213,12 @@ def test_demo_with_a_bad_budget_fails_before_any_work(tmp_path, capsys):
     assert main(["demo", "--output-dir", str(tmp_path / "demo"), "--budget", "ten minutes"]) != 0
     assert "--budget 'ten minutes'" in one_line_error(capsys)
     assert not (tmp_path / "demo" / "tokenizer").exists()  # nothing trained before the error
+
+
+def test_demo_refuses_a_zero_sequence_length(tmp_path, capsys):
+    """0 is a length the user gave, not 'unset': it is refused, not replaced by the recipe's 64."""
+    from tests.training.test_resume import FIXTURE
+
+    assert main(["demo", "--output-dir", str(tmp_path), "--corpus", str(FIXTURE), "--vocab-size", "400",
+                 "--max-seq-length", "0", "--no-progress"]) != 0
+    assert "max_seq_length=0" in one_line_error(capsys)

@@ -72,7 +72,7 @@ def run_demo(options: DemoOptions) -> Path:
     print(f"      {trained.vocab_size} tokens in {trained.seconds:.0f}s -> {tok_dir}")
 
     data_format = "nsp" if config.objective == "mlm_nsp" else "packed"
-    max_seq_length = options.max_seq_length or RECIPE_DATA[options.recipe][1]
+    max_seq_length = RECIPE_DATA[options.recipe][1] if options.max_seq_length is None else options.max_seq_length
     print(f"[2/4] {data_format} pre-training sequences, max {max_seq_length} tokens, dynamic masking")
     data_dir = out / "data"
     built = build_dataset(corpus, tok_dir, data_dir, BuildOptions(instance_format=data_format, max_seq_length=max_seq_length,
