@@ -83,11 +83,12 @@ def test_verdicts_say_each_target_met_or_missed():
               ("bertkit", "mrpc", "f1"): [80.0], ("random", "mrpc", "f1"): [81.0], ("hf", "mrpc", "f1"): [81.0],
               ("bertkit", "mrpc", "accuracy"): [70.0], ("random", "mrpc", "accuracy"): [69.0],
               ("hf", "mrpc", "accuracy"): [69.0]}
-    lines = bd.verdicts(scores, TASKS, {"bertkit": 5.1, "hf": 5.5})
+    lines = bd.verdicts(scores, TASKS, {"bertkit": 5.1, "hf": 5.5}, {"bertkit": 5.0, "hf": 4.9})
     assert lines == ["SST-2 accuracy: (a) - (c) = +4.0 points, target >= 3: met",
                      "(a) not worse than (c) on every task metric: MISSED (MRPC f1 -1.0)",
                      "(a) higher than (b) on every task metric: MISSED (MRPC f1 -1.0)",
-                     "(a)'s held-out MLM loss below (b)'s: 5.100 vs 5.500: met"]
+                     "(a)'s held-out MLM loss below (b)'s: 5.100 vs 5.500: met",
+                     "(a)'s held-out MLM loss below (b)'s (64-token set): 5.000 vs 4.900: MISSED"]
     scores[("bertkit", "sst2", "accuracy")] = [79.0]
     assert bd.verdicts(scores, TASKS, {})[0] == "SST-2 accuracy: (a) - (c) = +2.0 points, target >= 3: MISSED"
     assert bd.verdicts({}, bd.CORPORA["ko"]["tasks"], {})[:2] == [
@@ -105,6 +106,8 @@ def test_three_arms_pretrain_at_equal_time_and_are_scored_on_one_held_out_set(tm
     hf = rows["pt-hf-en"]
     assert hf["steps"] > 0 and hf["ended_by"] in ("budget", "max_steps") and hf["training_seconds"] < 10
     assert hf["curve"][-1]["final"] and all(0 <= r["common_mlm_accuracy"] <= 100 for r in rows.values())
+    assert all(0 <= r["common64_mlm_accuracy"] <= 100 for r in rows.values())  # the 64-token score too
+    assert "--data " + str(tmp_path / "en" / "data-packed-64") in rows["pt-bertkit-en"]["command"]  # the recipe's data
     like = json.loads((tmp_path / "en" / "runs" / "bertkit" / "final" / "config.json").read_text())
     theirs = json.loads((tmp_path / "en" / "runs" / "hf" / "final" / "config.json").read_text())
     assert (theirs["hidden_size"], theirs["vocab_size"], theirs["architectures"]) == (32, like["vocab_size"],
@@ -114,3 +117,17 @@ def test_three_arms_pretrain_at_equal_time_and_are_scored_on_one_held_out_set(tm
     assert "| (b) transformers run_mlm-style |" in table and "(a)'s held-out MLM loss below (b)'s" in table
     assert bd.main(args) == 0  # recorded steps are skipped
     assert "pt-hf-en: recorded, skipped" in capsys.readouterr().out
+
+
+def test_arms_run_apart_with_the_size_of_another_model(tmp_path):
+    """--arms hf --like M: (b) alone, its size taken from M, not from (a)'s run (which may still run)."""
+    fixture = REPO / "tests" / "fixtures" / "austen_small.txt"
+    small = ["model.hidden_size=32", "model.intermediate_size=64", "model.num_attention_heads=2", "batch_size=8"]
+    common = ["--threads", "1", "run", "--budget", "2s", "--corpus-file", str(fixture), "--vocab-size", "400",
+              "--calibration-steps", "6", "--pretrain-only"] + [f"--set={v}" for v in small]
+    assert bd.main(["--work-dir", str(tmp_path / "first"), *common, "--arms", "bertkit"]) == 0
+    like = tmp_path / "first" / "en" / "runs" / "bertkit" / "final"
+    assert bd.main(["--work-dir", str(tmp_path / "second"), *common, "--arms", "hf", "--like", str(like)]) == 0
+    assert list(bd.read_results(tmp_path / "second")) == ["pt-hf-en"]
+    theirs = json.loads((tmp_path / "second" / "en" / "runs" / "hf" / "final" / "config.json").read_text())
+    assert theirs["hidden_size"] == 32 and not (tmp_path / "second" / "en" / "runs" / "bertkit").exists()
