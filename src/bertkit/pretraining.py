@@ -36,6 +36,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     "bert": {},
     "budget": {
         "objective": "mlm",
+        # the size that wins at equal time: tiny reached 28.8%, mini 14.6% (344-779 steps), small made 97 steps
+        "preset": "tiny",
         "batch_size": 16,
         "lr": 1e-3,
         "warmup_ratio": 0.1,

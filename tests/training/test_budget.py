@@ -222,3 +222,12 @@ def test_demo_refuses_a_zero_sequence_length(tmp_path, capsys):
     assert main(["demo", "--output-dir", str(tmp_path), "--corpus", str(FIXTURE), "--vocab-size", "400",
                  "--max-seq-length", "0", "--no-progress"]) != 0
     assert "max_seq_length=0" in one_line_error(capsys)
+
+
+def test_the_budget_recipe_names_its_model_size_and_a_flag_still_wins():
+    from bertkit.pretraining import build_config, with_recipe
+
+    paths = {"data": "d", "output_dir": "o"}
+    assert build_config(with_recipe(dict(paths), "budget"), {}).preset == "tiny"  # measured best at equal time
+    assert build_config(with_recipe({**paths, "preset": "mini"}, "budget"), {}).preset == "mini"
+    assert build_config(with_recipe(dict(paths), "bert"), {}).preset == "mini"  # the paper's recipe: unchanged

@@ -25,10 +25,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", help="run folder: checkpoints, final/, metrics.jsonl, report.md, curves")
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
     p.add_argument("--preset", choices=list(PRESETS),
-                   help="model size for a fresh model (default: mini, or the objective's own)")
+                   help="model size for a fresh model (default: mini, the objective's own, or --recipe budget's tiny)")
     p.add_argument("--recipe", choices=["bert", "budget"],
                    help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr, "
-                        "batch 16; measured best on 64-token packed data, docs/pretraining.md); every field stays "
+                        "batch 16, the tiny preset; measured best on 64-token packed data, docs/pretraining.md); every field stays "
                         "overridable")
     p.add_argument("--budget", metavar="TIME", help="wall-clock budget (90s, 10m, 2h): the lr schedule is laid over "
                    "the time and the run ends, saved and evaluated, when it is spent")
