@@ -295,7 +295,8 @@ def run_pretraining(args: argparse.Namespace, folder: Path, tok: Path, common: P
         entry = {"step": name, "arm": arm, "corpus": args.corpus, "budget": args.budget, "preset": args.preset,
                  "sets": " ".join(args.set_args), **entry, **scores(final, common)}
         if arm != "random":  # the curve ends at the final model, scored on the common set
-            entry["curve"].append({"seconds": parse_seconds(args.budget), "step": entry["steps"],
+            ended = entry.get("training_seconds", parse_seconds(args.budget))  # (b) may end its schedule early
+            entry["curve"].append({"seconds": round(ended, 1), "step": entry["steps"],
                                    "mlm_loss": entry["common64_mlm_loss"],
                                    "mlm_accuracy": entry["common64_mlm_accuracy"], "final": True})
         record(work, entry)
