@@ -222,22 +222,27 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     corpus = Path(args.corpus_file or spec["corpus"])
     extra = ("--morphemes", "kiwi") if args.corpus == "ko" and args.ko_tokenizer == "morphemes" else ()
     tok = budget_recipes.tokenizer(folder, corpus, args.vocab_size or spec["vocab_size"], extra)
-    for variant in (RECIPE_DATA["budget"], SHORT_SCORE):
+    for variant in {RECIPE_DATA["budget"], SHORT_SCORE}:  # one build when they are the same
         budget_recipes.data(folder, corpus, tok, variant)
     return folder, tok, budget_recipes.data(folder, corpus, tok, budget_recipes.COMMON)
+
+
+def beside(common: Path, variant: tuple[str, int]) -> Path:
+    """The data folder of `variant` that prepare() built next to the common data."""
+    return common.parent / "data-{}-{}".format(*variant)
 
 
 def scores(model: Path, common: Path) -> dict[str, float]:
     """The common score (128 tokens) and the 64-token one (`common64_...`): (a) trains at 64
     tokens, so its positions past 64 are untrained and the 128-token score alone misjudges it."""
-    short = common.parent / f"data-{SHORT_SCORE[0]}-{SHORT_SCORE[1]}"
+    short = beside(common, SHORT_SCORE)
     return {**budget_recipes.common_score(model, common),
             **budget_recipes.common_score(model, short, prefix=f"common{SHORT_SCORE[1]}")}
 
 
 def pretrain_bertkit(args: argparse.Namespace, folder: Path, common: Path) -> dict:
     out = folder / "runs" / "bertkit"
-    recipe_data = common.parent / "data-{}-{}".format(*RECIPE_DATA["budget"])
+    recipe_data = beside(common, RECIPE_DATA["budget"])
     command = budget_recipes.bertkit(
         "pretrain", "--recipe", "budget", "--budget", args.budget, "--preset", args.preset, "--data", str(recipe_data),
         "--output-dir", str(out), "--overwrite", "--set", f"seed={args.seed}", "--set", "progress=false",
@@ -267,7 +272,7 @@ def pretrain_hf(args: argparse.Namespace, folder: Path, tok: Path, common: Path)
     seconds = budget_recipes.run(command, folder / "logs" / "pt-hf.log")
     run = json.loads((out / "hf_run.json").read_text())
     curve = []  # on the 64-token set, the one (a)'s own evaluations use
-    short = common.parent / f"data-{SHORT_SCORE[0]}-{SHORT_SCORE[1]}"
+    short = beside(common, SHORT_SCORE)
     for snapshot in run["snapshots"]:
         score = budget_recipes.common_score(out / snapshot["folder"], short)
         curve.append({"seconds": round(snapshot["seconds"], 1), "step": snapshot["step"],
