@@ -252,10 +252,13 @@ class XLNetModel(UnpadSwitch, XLNetPreTrainedModel):
             if output_hidden_states:
                 hidden_states += [padded(h), g] if g is not None else [padded(h)]
             mem = None if mems is None or mems[index] is None else mems[index].transpose(0, 1).to(h.dtype)
-            h, g, probs = layer(h, g, inputs, mem, output_attentions, unpadding)
+            # the model's output is the query stream: the last layer's content stream would be discarded
+            query_only = (g is not None and index == len(self.layer) - 1 and not output_hidden_states
+                          and not output_attentions)
+            h, g, probs = layer(h, g, inputs, mem, output_attentions, unpadding, content=not query_only)
             if output_attentions:
                 attentions.append(probs)
-        h = padded(h)
+        h = padded(h) if h is not None else None
         if output_hidden_states:
             hidden_states += [h, g] if g is not None else [h]
         output = self.dropout(g if g is not None else h)

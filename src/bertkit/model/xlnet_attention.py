@@ -93,26 +93,34 @@ class XLNetRelativeAttention(nn.Module):
 
     def forward(
         self, h: torch.Tensor, g: torch.Tensor | None, inputs: AttentionInputs, mem: torch.Tensor | None = None,
-        output_attentions: bool = False, unpadding: Unpadding | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, tuple | torch.Tensor | None]:
+        output_attentions: bool = False, unpadding: Unpadding | None = None, content: bool = True,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, tuple | torch.Tensor | None]:
         """h (B, T, D) content stream; g (B, M, D) query stream or None; mem (B, mlen, D) or None.
         -> (h, g, probabilities: (B, n, T, K), or (content, query (B, n, M, K)) with g, or None).
         With `unpadding` (content stream only, no memory): h and the result are packed (N, D)
-        rows; only the attention itself runs on the padded (B, n, T, d) layout."""
+        rows; only the attention itself runs on the padded (B, n, T, d) layout.
+        content=False (with g, no attentions): the content stream's own output is not formed,
+        only its keys and values for the query stream (h comes back None)."""
         if unpadding is not None:
             qkv = h @ torch.cat([self.q, self.k, self.v], dim=1).reshape(self.d_model, -1)  # (N, 3 n d)
             q_h, k, v = unpadding.pad_heads(qkv, 3 * self.n_head).split(self.n_head, dim=1)  # (B, n, T, d) each
             vec, _ = self._attend(q_h, k, v, _project(inputs.positions, self.r), inputs.content_mask,
                                   inputs.segment_diff, None, False)
             return self._output(h, unpadding.pack_heads(vec)), None, None
-        if mem is None:
+        if not content:
+            k, v = _project(h if mem is None else torch.cat([mem, h], dim=1),
+                            torch.cat([self.k, self.v], dim=1)).split(self.n_head, dim=1)
+        elif mem is None:
             q_h, k, v = _project(h, torch.cat([self.q, self.k, self.v], dim=1)).split(self.n_head, dim=1)
         else:
             cat = torch.cat([mem, h], dim=1)  # (B, K, D)
             q_h, k, v = _project(h, self.q), _project(cat, self.k), _project(cat, self.v)
         k_r = _project(inputs.positions, self.r)  # (1 or B, n, R, d)
-        vec_h, probs_h = self._attend(q_h, k, v, k_r, inputs.content_mask, inputs.segment_diff, None, output_attentions)
-        h_out = self._post_attention(h, vec_h)
+        h_out, probs_h = None, None
+        if content:
+            vec_h, probs_h = self._attend(q_h, k, v, k_r, inputs.content_mask, inputs.segment_diff, None,
+                                          output_attentions)
+            h_out = self._post_attention(h, vec_h)
         if g is None:
             return h_out, None, probs_h
         positions = inputs.target_positions
@@ -215,9 +223,11 @@ class XLNetLayer(nn.Module):
         self.rel_attn = XLNetRelativeAttention(config)
         self.ff = XLNetFeedForward(config)
 
-    def forward(self, h, g, inputs: AttentionInputs, mem=None, output_attentions: bool = False, unpadding=None):
-        h, g, probs = self.rel_attn(h, g, inputs, mem, output_attentions, unpadding)
-        return self.ff(h), (self.ff(g) if g is not None else None), probs
+    def forward(self, h, g, inputs: AttentionInputs, mem=None, output_attentions: bool = False, unpadding=None,
+                content: bool = True):
+        """content=False: the query stream only (h read for keys and values, None returned)."""
+        h, g, probs = self.rel_attn(h, g, inputs, mem, output_attentions, unpadding, content)
+        return (self.ff(h) if h is not None else None), (self.ff(g) if g is not None else None), probs
 
     def forward_at(self, h, positions: torch.Tensor, inputs: AttentionInputs, unpadding=None) -> torch.Tensor:
         """The layer's content-stream output at one position per row: (B, 1, D)."""
