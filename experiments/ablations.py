@@ -133,15 +133,19 @@ def xlnet_step_flops(config: dict, batch_size: int, seq_len: int, predicted: flo
     FFN; scores against the T keys and the R = 2T relative positions of "bi" attention,
     values), the query stream at the targets only (q, o, FFN; the same attention), the
     relative positions' projection per sequence (in training dropout makes the position
-    encodings differ per sequence, as transformers'), the LM head at the targets."""
+    encodings differ per sequence, as transformers'), the LM head at the targets. In the last
+    layer the content stream gives only the keys and values: its own output is not the
+    model's (the query stream is), so bertkit does not form it (transformers does; before
+    2026-11-25 neither did bertkit skip it, which is the count (f)'s recorded arm ran at)."""
     d, f, layers, v = config["d_model"], config["d_inner"], config["n_layer"], config["vocab_size"]
     a = config["n_head"] * (config.get("d_head") or d // config["n_head"])
     tokens, relative = float(batch_size * seq_len), 2 * seq_len
     attention = (2 * seq_len + relative) * a  # content scores + position scores + values, per query
     content = tokens * (4 * d * a + 2 * d * f + attention)
+    last_content = tokens * 2 * d * a  # keys and values only
     query = predicted * (2 * d * a + 2 * d * f + attention)
     positions = float(batch_size * relative) * d * a
-    return 6.0 * (layers * (content + query + positions) + predicted * d * v)
+    return 6.0 * ((layers - 1) * content + last_content + layers * (query + positions) + predicted * d * v)
 
 
 # ---------------------------------------------------------------------------- subsets (pure)
@@ -222,7 +226,10 @@ ARMS = {
     "random": ("", "", "", "abcd"),  # the no-pre-training control (mlm's config, fresh weights)
     "t5": ("t5", "data-t5", "", "f"),
     "xlnet": ("xlnet", "data-xlnet", "", "f"),
+    "ltr_flops": ("ltr", "data", "token", "f"),  # (a)'s left-to-right LM, here at (f)'s equal FLOPs
 }
+# arms whose step count is set so that their FLOPs equal pt-mlm's
+FLOPS_MATCHED = ("electra", "t5", "xlnet", "ltr_flops")
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
              "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2 qnli"}
 # (f)'s arms: each its own Unigram tokenizer (`--layout`) and data format; the preset None = --preset
@@ -232,6 +239,7 @@ SUCCESSORS = {"t5": {"layout": "t5", "sentinels": 100, "format": "packed", "pres
 # *_random arms are the no-pre-training controls of (f): the arm's config and tokenizer, fresh weights
 FINETUNE = {"t5_cls": ("t5", "glue"), "t5_t2t": ("t5", "text2text"), "xlnet": ("xlnet", "glue")}
 FINETUNE.update({f"{name}_random": (f"{arm}_random", command) for name, (arm, command) in list(FINETUNE.items())})
+FINETUNE["ltr_flops"] = ("ltr_flops", "glue")  # its control is (a)'s random init: the same BERT and tokenizer
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -271,6 +279,8 @@ def successor_steps(args: argparse.Namespace) -> list[Step]:
         objective, data, masking, _ = ARMS[arm]
         table.append(Step(f"pt-{arm}", "pretrain", (data, "pt-mlm"), {"arm": arm, "objective": objective, "data": data,
                                                                        "masking": masking}))
+    table.append(Step("pt-ltr_flops", "pretrain", ("data", "pt-mlm"),
+                      {"arm": "ltr_flops", "objective": "ltr", "data": "data", "masking": "token"}))
     table += [Step(f"pt-{arm}_random", "random", (f"pt-{arm}",), {"arm": f"{arm}_random", "source": f"pt-{arm}"})
               for arm in SUCCESSORS]
     rounds = ((("mrpc", "sst2"), args.seeds[:2]), (("mrpc", "sst2"), args.seeds[2:]), (("qnli",), args.seeds))
@@ -414,17 +424,20 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     entry: dict = {"step": step.name, "arm": arm, "objective": objective, "data": data,
                    "masking": step.options["masking"], "mean_len": round(mean_len, 1)}
     preset = SUCCESSORS.get(arm, {}).get("preset") or args.preset
-    if objective in ("electra", "t5", "xlnet"):  # equal FLOPs with the MLM arm
+    if arm in FLOPS_MATCHED:  # equal FLOPs with the MLM arm
         mlm = read_results(work)["pt-mlm"]
-        if objective == "electra":
-            electra_config = config_fields(work / "runs" / "pt-mlm")  # the same sizes; electra adds embedding_size
-            planned = {**electra_config, "embedding_size": electra_config["hidden_size"]}
-        else:
+        if objective in ("t5", "xlnet"):
             planned = preset_config(objective, preset, work / data)
-        # electra: pt-mlm's total; t5, xlnet: --pretrain-steps of pt-mlm's step (the same when pt-mlm ran them)
+        else:  # the same sizes as pt-mlm; electra adds embedding_size
+            planned = config_fields(work / "runs" / "pt-mlm")
+            planned = {**planned, "embedding_size": planned["hidden_size"]} if objective == "electra" else planned
+        # electra: pt-mlm's total; the others: --pretrain-steps of pt-mlm's step (the same when pt-mlm ran them)
         budget = mlm["flops_total"] if objective == "electra" else mlm["flops_per_step"] * args.pretrain_steps
         steps = max(1, round(budget / pretrain_flops(objective, planned, args, mean_len)))
         entry["flops_matched_to"] = "pt-mlm"
+    pinned = recorded_steps(args.pin_steps) if args.pin_steps is not None else {}
+    if step.name in pinned:  # rebuild a recorded run's model
+        steps, entry["steps_pinned_from"] = pinned[step.name], args.pin_steps.name
     command = [BERTKIT, "pretrain", "--objective", objective, "--preset", preset, "--data", str(work / data),
                "--output-dir", str(output), "--set", f"max_steps={steps}", "--set", f"batch_size={args.batch_size}",
                "--set", f"lr={args.pretrain_lr}", "--set", f"warmup_steps={max(1, steps // 10)}",
@@ -458,6 +471,12 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
                  scale="percent",
                  final_train=train[-1] if train else None, command=shown(command, work))
     return entry
+
+
+def recorded_steps(results: Path) -> dict[str, int]:
+    """{pre-training step: its recorded step count} of a results file."""
+    lines = (json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip())
+    return {r["step"]: r["steps"] for r in lines if r.get("step", "").startswith("pt-") and "steps" in r}
 
 
 def preset_config(objective: str, preset: str, data: Path) -> dict:
@@ -614,7 +633,7 @@ ABLATIONS = {
     "c": ("(c) dynamic vs static masking", ("dynamic", "static", "random")),
     "d": ("(d) whole-word vs sub-token masking", ("wwm", "mlm", "random")),
     "f": ("(f) T5 span corruption and XLNet's permutation LM vs MLM at equal pre-training FLOPs",
-          ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr", "t5_cls_random", "t5_t2t_random", "xlnet_random",
+          ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr_flops", "ltr", "t5_cls_random", "t5_t2t_random", "xlnet_random",
            "random")),
 }
 ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "ltr": "left-to-right LM",
@@ -622,6 +641,7 @@ ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "lt
              "static": "MLM, static (slice)", "random": "no pre-training (random init)",
              "t5": "T5 span corruption", "t5_cls": "T5 span corruption: encoder + classification head",
              "t5_t2t": "T5 span corruption: text-to-text", "xlnet": "XLNet permutation LM",
+             "ltr_flops": "left-to-right LM, equal FLOPs",
              "t5_cls_random": "no pre-training: T5 encoder + head", "t5_t2t_random": "no pre-training: T5 text-to-text",
              "xlnet_random": "no pre-training: XLNet"}
 # the held-out accuracy of each objective's own prediction task (eval split, last evaluation)
@@ -938,6 +958,9 @@ def main(argv: list[str] | None = None) -> None:
     budget.add_argument("--pretrain-steps", type=int, default=2000)
     budget.add_argument("--pretrain-lr", type=float, default=1e-3)
     budget.add_argument("--save-steps", type=int, default=500)
+    budget.add_argument("--pin-steps", type=Path, default=None, metavar="RESULTS_JSONL",
+                        help="pre-train the arms recorded in this results file for their recorded steps (to rebuild "
+                             "those models when the FLOPs formula has changed since)")
     budget.add_argument("--generator-size", type=float, default=0.25)
     budget.add_argument("--slice-chars", type=int, default=350_000, help="(c): characters of the corpus slice")
     budget.add_argument("--dupe-factor", type=int, default=20, help="(c): static masking's copies")

@@ -89,3 +89,41 @@ def test_electra_step_costs_a_little_more_than_mlm_at_tiny():
     masked = 32 * 0.15 * 116
     ratio = step_flops("electra", config, 32, 128, masked, generator=gen) / step_flops("mlm", config, 32, 128, masked)
     assert 1.0 < ratio < 1.2
+
+
+def test_the_left_to_right_arm_of_f_runs_at_mlm_s_flops_and_shares_a_s_control():
+    """(f)'s `ltr_flops`: (a)'s left-to-right LM on the same data, its steps set by FLOPs
+    (2,000 MLM steps buy ~837 of it), fine-tuned on (f)'s tasks and seeds; its no-pre-training
+    control is (a)'s random BERT, so it gets no `_random` variant of its own."""
+    from argparse import Namespace
+
+    from ablations import ARMS, FINETUNE, FLOPS_MATCHED, build_steps, select
+
+    steps = build_steps(Namespace(seeds=[1, 2, 3]))
+    assert "ltr_flops" in FLOPS_MATCHED and ARMS["ltr_flops"][:2] == ("ltr", "data")
+    assert steps["pt-ltr_flops"].deps == ("data", "pt-mlm")
+    wanted = {f"ft-ltr_flops-{task}-s{seed}" for task in ("mrpc", "sst2", "qnli") for seed in (1, 2, 3)}
+    assert wanted <= set(select(["f"], steps))
+    assert "ltr_flops_random" not in FINETUNE
+    # at (a)'s sizes and data (mean 119.2 tokens per sequence): the LTR head scores every position
+    from ablations import pretrain_flops
+
+    sizes = {**SIZES, "hidden_size": 128, "intermediate_size": 512, "vocab_size": 8192}
+    args = Namespace(batch_size=32, max_seq_length=128)
+    ratio = pretrain_flops("mlm", sizes, args, 119.2) / pretrain_flops("ltr", sizes, args, 119.2)
+    assert round(2000 * ratio) == 837
+
+
+def test_pinned_steps_come_from_the_recorded_pretraining_lines(tmp_path):
+    """--pin-steps FILE: the step counts of FILE's pre-training lines (the recorded (f) arms
+    ran at the FLOPs formula of their day: pt-xlnet's 1,444 steps rebuild that model)."""
+    import json
+
+    from ablations import REPO, recorded_steps
+
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(json.dumps(r) for r in (
+        {"step": "pt-xlnet", "steps": 1444}, {"step": "ft-xlnet-mrpc-s1", "steps": 3}, {"step": "tok-t5"}, {})) + "\n\n")
+    assert recorded_steps(results) == {"pt-xlnet": 1444}
+    shipped = recorded_steps(REPO / "docs" / "ablations" / "results_f.jsonl")
+    assert shipped["pt-xlnet"] == 1444 and shipped["pt-t5"] == 1156
