@@ -68,3 +68,39 @@ def test_padding_is_checked_on_the_cpu_and_assumed_elsewhere():
     assert may_pad(torch.tensor([[1, 1, 0]]))
     # off the CPU the check would wait for the device: no data is read (a meta tensor has none)
     assert may_pad(torch.ones(2, 3, dtype=torch.long, device="meta"))
+
+
+def test_the_inference_head_reads_a_transposed_copy_that_follows_the_weight():
+    """Without autograd the vocabulary head multiplies by a cached (d, V) copy: the logits
+    are F.linear's, the copy is made once, and an in-place update (an optimizer step) or a
+    new weight makes it anew; with autograd the head is F.linear with a gradient."""
+    import torch.nn.functional as F
+
+    from bertkit.model.heads import inference_vocabulary_logits
+
+    for proj in ("relu", "gated-gelu"):  # v1.0 tied (rescaled), v1.1 its own lm_head
+        model = _model(proj)
+        hidden = torch.randn(3, 2, 16)
+        weight = model.output_embeddings()
+        scale = 16**-0.5 if model.config.scale_decoder_outputs else 1.0
+        with torch.no_grad():
+            first = model.vocabulary_logits(hidden)
+            copy = model.__dict__["_vocabulary_columns"][1]
+            assert copy.shape == (16, 40) and copy.is_contiguous()
+            torch.testing.assert_close(first, F.linear(hidden * scale, weight), rtol=0, atol=1e-6)
+            model.vocabulary_logits(hidden)
+            assert model.__dict__["_vocabulary_columns"][1] is copy  # reused
+            weight.mul_(2.0)  # in place, as an optimizer step
+            torch.testing.assert_close(model.vocabulary_logits(hidden), 2 * first, rtol=1e-6, atol=1e-6)
+            assert model.__dict__["_vocabulary_columns"][1] is not copy
+        hidden.requires_grad_(True)
+        logits = model.vocabulary_logits(hidden)
+        logits.sum().backward()
+        assert weight.grad is not None and hidden.grad is not None
+    other = torch.randn(40, 16)
+    owner = torch.nn.Module()
+    x = torch.randn(5, 16)
+    torch.testing.assert_close(inference_vocabulary_logits(x, other, owner), F.linear(x, other), rtol=0, atol=1e-6)
+    replaced = torch.randn(40, 16)  # a new tensor (e.g. a loaded checkpoint): a new copy
+    torch.testing.assert_close(inference_vocabulary_logits(x, replaced, owner), F.linear(x, replaced), rtol=0,
+                               atol=1e-6)

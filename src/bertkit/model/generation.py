@@ -288,7 +288,8 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
         log_probs = decoder.next_logits(flat).log_softmax(dim=-1)
         log_probs = process_scores(log_probs, flat, settings, eos_ids, len(settings.eos_token_ids) + 1)
         vocab = log_probs.shape[-1]
-        totals = (log_probs.view(batch, beams, vocab) + running_scores[:, :, None]).view(batch, beams * vocab)
+        # in place: log_probs is this step's own (B * beams, V) tensor; a second one of that size costs a pass
+        totals = log_probs.view(batch, beams, vocab).add_(running_scores[:, :, None]).view(batch, beams * vocab)
 
         if settings.do_sample:
             picked = torch.multinomial(totals.softmax(dim=-1), candidates, generator=generator)
