@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import compare_steps, report_target, step_clock  # noqa: E402
+from common import compare_steps, gemm_rate, matmul_flops, report_floor, report_target, step_clock  # noqa: E402
 
 VOCAB = 32128
 EOS, PAD = 1, 0
@@ -126,10 +126,14 @@ def main() -> None:
         print(f"\n== {preset}: L{config.num_layers}+{config.num_decoder_layers}/d{config.d_model}/ff{config.d_ff}/"
               f"h{config.num_heads}, {config.feed_forward_proj}, {ours.num_parameters() / 1e6:.2f}M parameters, "
               f"eval-mode |loss difference| {diff:.1e}")
-        times = compare_steps({"bertkit": step_function(ours, ours_opt, batch),
-                               "transformers": step_function(ref, ref_opt, batch)},
+        ours_step = step_function(ours, ours_opt, batch)
+        times = compare_steps({"bertkit": ours_step, "transformers": step_function(ref, ref_opt, batch)},
                               args.device, args.repeats, clock, args.batch_size * (source + target))
         report_target(times, TARGETS.get(preset))
+        if args.device == "cpu":  # the encoder's FFN and the head: the step's largest products
+            rows = args.batch_size * source
+            shapes = [(rows, config.d_model, config.d_ff), (args.batch_size * target, config.d_model, VOCAB)]
+            report_floor(matmul_flops(ours_step), gemm_rate(shapes), times, TARGETS.get(preset))
 
 
 if __name__ == "__main__":

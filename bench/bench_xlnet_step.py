@@ -35,7 +35,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import add_step_arguments, compare_medians, report_target, step_clock  # noqa: E402
+from common import (add_step_arguments, compare_medians, gemm_rate, matmul_flops, report_floor,  # noqa: E402
+                    report_target, step_clock)
 
 VOCAB = 32000
 UNK, BOS, EOS, CLS, SEP, PAD, MASK = range(7)  # XLNet's special ids (xlnet-base-cased)
@@ -113,10 +114,13 @@ def main() -> None:
         diff = sanity_check(ours, ref, batch)
         print(f"\n== {preset}: L{config.n_layer}/d{config.d_model}/ff{config.d_inner}/h{config.n_head}, "
               f"{ours.num_parameters() / 1e6:.2f}M parameters, eval-mode |loss difference| {diff:.1e}")
-        times = compare_medians({"bertkit": step_function(ours, ours_opt, batch),
-                                 "transformers": step_function(ref, ref_opt, batch)},
+        ours_step = step_function(ours, ours_opt, batch)
+        times = compare_medians({"bertkit": ours_step, "transformers": step_function(ref, ref_opt, batch)},
                                 args.device, args.repeats, clock, "tokens", args.batch_size * args.seq_len)
         report_target(times, TARGETS.get(preset))
+        if args.device == "cpu":  # the content stream's FFN and the head at the targets: the largest products
+            shapes = [(args.batch_size * args.seq_len, config.d_model, config.d_inner), (predicted, config.d_model, VOCAB)]
+            report_floor(matmul_flops(ours_step), gemm_rate(shapes), times, TARGETS.get(preset))
 
 
 if __name__ == "__main__":

@@ -153,3 +153,43 @@ def report_target(times: dict[str, float], target_ratio: float | None) -> None:
     if target_ratio:
         ratio = times["transformers"] / times["bertkit"]
         print(f"  target >= {target_ratio}: {'PASS' if ratio >= target_ratio else 'MISS'}")
+
+
+def matmul_flops(step: Callable[[], object]) -> float:
+    """Matmul FLOPs of one call of `step` (forward, backward, optimizer) as torch's
+    FlopCounterMode counts them (mm, addmm, bmm, baddbmm, SDPA, einsum's matmuls)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step()
+    return float(counter.get_total_flops())
+
+
+def gemm_rate(shapes: list[tuple[int, int, int]], repeats: int = 10) -> float:
+    """The best fp32 GEMM rate (FLOP/s) this machine reaches now, over (M, K, N) products of
+    the step's own shapes with torch's current threads: the most any fp32 code can get."""
+    import torch
+
+    best = 0.0
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(3):
+            a @ b
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = max(best, 2.0 * m * k * n * repeats / (time.perf_counter() - start))
+    return best
+
+
+def report_floor(flops: float, rate: float, times: dict[str, float], target_ratio: float | None) -> None:
+    """Print the step's arithmetic floor (its matmul FLOPs at the machine's best GEMM rate) and
+    the largest transformers / bertkit ratio that floor allows (against `target_ratio`)."""
+    floor = flops / rate
+    most = times["transformers"] / floor
+    verdict = "" if not target_ratio else (f": the target {target_ratio} is not ruled out by arithmetic" if most >= target_ratio
+                                           else f": the target {target_ratio} is beyond any fp32 step on this machine")
+    print(f"  floor: {flops / 1e9:.1f} GFLOP of matmuls a step (bertkit's, FlopCounterMode) at the best fp32 GEMM "
+          f"rate measured now, {rate / 1e9:.0f} GFLOP/s = {floor * 1e3:.0f} ms; bertkit at {floor / times['bertkit']:.0%} "
+          f"of it; the most any fp32 step could be is {most:.2f}x transformers{verdict}")
