@@ -70,37 +70,57 @@ def test_padding_is_checked_on_the_cpu_and_assumed_elsewhere():
     assert may_pad(torch.ones(2, 3, dtype=torch.long, device="meta"))
 
 
-def test_the_inference_head_reads_a_transposed_copy_that_follows_the_weight():
-    """Without autograd the vocabulary head multiplies by a cached (d, V) copy: the logits
-    are F.linear's, the copy is made once, and an in-place update (an optimizer step) or a
-    new weight makes it anew; with autograd the head is F.linear with a gradient."""
+
+
+def test_generate_runs_its_steps_on_packed_weights_made_for_the_call():
+    """Inside `packed_weights()` (generate's steps) the head and the layers multiply by
+    oneDNN's packed copies of their weights: F.linear's values up to rounding, one copy per
+    weight, dropped at the end; outside it, and while autograd records, F.linear itself;
+    an int8 layer keeps its own kernel. A model trained between two generate calls (fused
+    AdamW does not bump the version counter) generates from its new weights."""
     import torch.nn.functional as F
 
-    from bertkit.model.heads import inference_vocabulary_logits
+    from bertkit.inference.quantization import quantize_linear_layers
+    from bertkit.model import packed_linear
+    from bertkit.model.packed_linear import linear, packed_matmul, packed_weights
 
-    for proj in ("relu", "gated-gelu"):  # v1.0 tied (rescaled), v1.1 its own lm_head
-        model = _model(proj)
-        hidden = torch.randn(3, 2, 16)
-        weight = model.output_embeddings()
-        scale = 16**-0.5 if model.config.scale_decoder_outputs else 1.0
-        with torch.no_grad():
-            first = model.vocabulary_logits(hidden)
-            copy = model.__dict__["_vocabulary_columns"][1]
-            assert copy.shape == (16, 40) and copy.is_contiguous()
-            torch.testing.assert_close(first, F.linear(hidden * scale, weight), rtol=0, atol=1e-6)
-            model.vocabulary_logits(hidden)
-            assert model.__dict__["_vocabulary_columns"][1] is copy  # reused
-            weight.mul_(2.0)  # in place, as an optimizer step
-            torch.testing.assert_close(model.vocabulary_logits(hidden), 2 * first, rtol=1e-6, atol=1e-6)
-            assert model.__dict__["_vocabulary_columns"][1] is not copy
-        hidden.requires_grad_(True)
-        logits = model.vocabulary_logits(hidden)
-        logits.sum().backward()
-        assert weight.grad is not None and hidden.grad is not None
-    other = torch.randn(40, 16)
-    owner = torch.nn.Module()
-    x = torch.randn(5, 16)
-    torch.testing.assert_close(inference_vocabulary_logits(x, other, owner), F.linear(x, other), rtol=0, atol=1e-6)
-    replaced = torch.randn(40, 16)  # a new tensor (e.g. a loaded checkpoint): a new copy
-    torch.testing.assert_close(inference_vocabulary_logits(x, replaced, owner), F.linear(x, replaced), rtol=0,
-                               atol=1e-6)
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    x, weight = torch.randn(5, 16), torch.randn(40, 16)
+    with torch.no_grad():
+        assert torch.equal(packed_matmul(x, weight), F.linear(x, weight))  # outside: F.linear itself
+        with packed_weights():
+            first = packed_matmul(x, weight)
+            assert len(packed_linear._STATE.cache) == 1
+            packed_matmul(x, weight)
+            assert len(packed_linear._STATE.cache) == 1  # one copy per weight
+            torch.testing.assert_close(first, F.linear(x, weight), rtol=1e-6, atol=1e-6)
+            layer = torch.nn.Linear(16, 8)
+            torch.testing.assert_close(linear(x, layer), layer(x), rtol=1e-6, atol=1e-6)  # with its bias
+            quantized = quantize_linear_layers(torch.nn.Sequential(torch.nn.Linear(16, 8)))[0]
+            torch.testing.assert_close(linear(x, quantized), quantized(x))
+        assert packed_linear._STATE.cache is None
+    with packed_weights():
+        trained = torch.nn.Linear(16, 8)
+        out = linear(x, trained)  # autograd records: F.linear, gradients flow
+        out.sum().backward()
+        assert trained.weight.grad is not None and not packed_linear._STATE.cache
+
+    model = _model("gated-gelu")
+    ids = torch.randint(2, 40, (2, 5))
+    try:
+        torch.ops.mkldnn._linear_pointwise = lambda *a: calls.append(1) or real(*a)
+        model.generate(input_ids=ids, max_new_tokens=3)
+    finally:
+        torch.ops.mkldnn._linear_pointwise = real
+    assert calls  # the fast path ran on this build
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.5, fused=True)
+    before = model.generate(input_ids=ids, max_new_tokens=6, min_new_tokens=6)
+    for _ in range(3):
+        model(input_ids=ids, labels=torch.randint(2, 40, (2, 4))).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    with torch.no_grad():
+        scores = model(input_ids=ids, decoder_input_ids=before[:, :1]).logits[:, -1]
+    after = model.generate(input_ids=ids, max_new_tokens=1, min_new_tokens=1)
+    assert torch.equal(after[:, 1], scores.argmax(-1))  # the new weights', not stale copies

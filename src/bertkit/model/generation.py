@@ -35,6 +35,7 @@ import torch
 
 from bertkit.errors import ConfigError
 from bertkit.model import logits_processing as rules
+from bertkit.model.packed_linear import packed_weights
 
 # transformers' default when neither max_new_tokens nor max_length is given: max_length 20
 # *plus* the decoder prompt (generation/utils.py `_prepare_generated_length`), so 20 new tokens
@@ -147,9 +148,10 @@ class GenerationMixin:
             generator = torch.Generator(states.device).manual_seed(seed)
         copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
         decoder = CachedDecoder(self, encoder_outputs, attention_mask, settings.use_cache, copies)
-        if settings.num_beams > 1:
-            return beam_search(decoder, states.shape[0], settings, generator)
-        return greedy_or_sample(decoder, states.shape[0] * copies, settings, generator)
+        with packed_weights():  # the decoding steps' few rows: oneDNN's packed weights (bertkit.model.packed_linear)
+            if settings.num_beams > 1:
+                return beam_search(decoder, states.shape[0], settings, generator)
+            return greedy_or_sample(decoder, states.shape[0] * copies, settings, generator)
 
 
 def _repeat_rows(encoder_outputs: Any, copies: int) -> Any:

@@ -182,20 +182,3 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             grad_bias += grad_logits.sum(0)
         return grad_hidden, grad_weight, grad_bias, None, None
 
-
-def inference_vocabulary_logits(hidden: torch.Tensor, weight: torch.Tensor, owner: nn.Module) -> torch.Tensor:
-    """hidden (..., d) @ weight (V, d)^T -> (..., V) logits, the values of F.linear.
-
-    Without autograd on the CPU (decoding: a few rows a step against a 32k-word matrix) the
-    product reads a contiguous (d, V) copy of `weight` kept on `owner`: MKL's GEMM with the
-    weight transposed in memory runs at a third less time for 8-32 rows than F.linear's
-    (V, d) layout (docs/benchmarks.md, T5 generation). The copy is remade when the weight
-    changes (a new storage, or an in-place update: the tensor's version counter)."""
-    if (weight.requires_grad and torch.is_grad_enabled()) or weight.device.type != "cpu" or hidden.dtype != weight.dtype:
-        return F.linear(hidden, weight)
-    key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape))
-    cached = owner.__dict__.get("_vocabulary_columns")
-    if cached is None or cached[0] != key:
-        cached = (key, weight.detach().t().contiguous())  # (d, V)
-        owner.__dict__["_vocabulary_columns"] = cached
-    return hidden @ cached[1]

@@ -34,7 +34,8 @@ from torch import nn
 
 from bertkit.errors import ConfigError
 from bertkit.model.generation import GenerationMixin
-from bertkit.model.heads import decoder_cross_entropy, inference_vocabulary_logits
+from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
 from bertkit.model.pretrained import PreTrainedModel
@@ -333,7 +334,7 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
         """(..., d_model) decoder output -> (..., V) logits."""
         if self.config.scale_decoder_outputs:
             decoder_hidden = decoder_hidden * self.config.d_model**-0.5
-        return inference_vocabulary_logits(decoder_hidden, self.output_embeddings(), self)
+        return packed_matmul(decoder_hidden, self.output_embeddings())  # F.linear outside generate
 
     def loss_and_logits(self, decoder_hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """decoder_hidden (B, T, d_model), labels (B, T) all real targets (span corruption's

@@ -27,6 +27,7 @@ from torch import nn
 
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.packed_linear import linear
 
 # (self_key, self_value, cross_key, cross_value), each (B, heads, length, d_kv)
 LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -34,13 +35,13 @@ LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 def project(hidden_states: torch.Tensor, *layers: nn.Linear) -> tuple[torch.Tensor, ...]:
     """Each bias-free `layers`' projection of `hidden_states`: one matmul over the concatenated
-    weights while autograd records them, else one matmul each (no weight copy; also the path
-    of int8 dynamically quantized layers, whose weights are packed)."""
+    weights while autograd records them, else one matmul each on oneDNN's packed weights
+    (bertkit.model.packed_linear; no weight copy per call; int8 quantized layers run their own)."""
     if torch.is_grad_enabled() and any(isinstance(layer.weight, torch.Tensor) and layer.weight.requires_grad
                                        for layer in layers):
         fused = F.linear(hidden_states, torch.cat([layer.weight for layer in layers]))
         return fused.split([layer.out_features for layer in layers], dim=-1)
-    return tuple(layer(hidden_states) for layer in layers)
+    return tuple(linear(hidden_states, layer) for layer in layers)
 
 
 class T5LayerNorm(nn.Module):
@@ -137,7 +138,7 @@ class T5Attention(nn.Module):
             if past is not None:
                 key, value = torch.cat([past[0], key], dim=2), torch.cat([past[1], value], dim=2)
         else:
-            query = self._heads(self.q(hidden_states))
+            query = self._heads(linear(hidden_states, self.q))
             if past is not None:
                 key, value = past
             else:
@@ -154,7 +155,7 @@ class T5Attention(nn.Module):
                 query, key, value, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, scale=1.0,
             )  # (B, heads, Tq, d_kv)
         context = context.transpose(1, 2).reshape(hidden_states.shape[0], hidden_states.shape[1], self.inner_dim)
-        return self.o(context), (key, value)
+        return linear(context, self.o), (key, value)
 
 
 class T5LayerSelfAttention(nn.Module):
@@ -196,7 +197,7 @@ class T5DenseActDense(nn.Module):
         self.act = ACTIVATIONS[config.dense_act_fn]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.wo(self.dropout(self.act(self.wi(hidden_states))))
+        return linear(self.dropout(self.act(linear(hidden_states, self.wi))), self.wo)
 
 
 class T5DenseGatedActDense(nn.Module):
@@ -211,8 +212,8 @@ class T5DenseGatedActDense(nn.Module):
         self.act = ACTIVATIONS[config.dense_act_fn]
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        gate, linear = project(hidden_states, self.wi_0, self.wi_1)
-        return self.wo(self.dropout(self.act(gate) * linear))
+        gate, up = project(hidden_states, self.wi_0, self.wi_1)
+        return linear(self.dropout(self.act(gate) * up), self.wo)
 
 
 class T5LayerFF(nn.Module):

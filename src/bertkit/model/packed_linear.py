@@ -1,0 +1,72 @@
+"""Linear layers on oneDNN's packed weights while generating (CPU, float32, no autograd).
+
+A decoding step multiplies a few rows (the batch, or batch x beams: 8-32) by every weight
+matrix of the decoder and by the 32k-word vocabulary head. For such shapes MKL's GEMM
+behind F.linear runs at a fraction of the machine's rate; oneDNN's linear on a weight
+reordered once into its blocked layout (what torch.compile's CPU freezing uses) takes
+2-4x less time (docs/benchmarks.md, T5 generation). It is the same float32 arithmetic in
+another summation order, so results differ from F.linear's by rounding (~1e-6 relative).
+
+The packed copies are made on first use inside `packed_weights()` and dropped when it
+ends: `generate` runs its steps inside one, during which the weights cannot change (an
+optimizer's fused in-place step does not even bump a tensor's version counter, so copies
+kept across calls could go stale). Outside it, and for training (autograd recording),
+other devices and dtypes, int8-quantized layers and a torch build without oneDNN, these
+functions are F.linear / the layer itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_STATE = threading.local()  # .cache: {id(weight): (weight, packed)} inside packed_weights(), else absent/None
+_ONEDNN = {"usable": True}  # False after a failure: the plain path from then on
+
+
+@contextmanager
+def packed_weights() -> Iterator[None]:
+    """Within: `linear` / `packed_matmul` multiply by packed copies of the weights, made on
+    first use and dropped at exit. The weights must not change inside. Nested: one cache."""
+    previous = getattr(_STATE, "cache", None)
+    _STATE.cache = {} if previous is None else previous
+    try:
+        yield
+    finally:
+        _STATE.cache = previous
+
+
+def linear(x: torch.Tensor, layer: nn.Module) -> torch.Tensor:
+    """layer(x) for an nn.Linear (..., in) -> (..., out), on the packed weight where it applies."""
+    if type(layer) is not nn.Linear:  # e.g. an int8 dynamically quantized layer: its own kernel
+        return layer(x)
+    return packed_matmul(x, layer.weight, layer.bias)
+
+
+def packed_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear(x, weight, bias): x (..., in), weight (out, in) -> (..., out)."""
+    cache = getattr(_STATE, "cache", None)
+    if cache is None or not _applies(x, weight, bias):
+        return F.linear(x, weight, bias)
+    entry = cache.get(id(weight))
+    try:
+        if entry is None or entry[0] is not weight:
+            entry = cache[id(weight)] = (weight, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None))
+        return torch.ops.mkldnn._linear_pointwise(x, entry[1], None if bias is None else bias.detach(), "none", [], "")
+    except (RuntimeError, AttributeError, NotImplementedError):  # a build without these kernels
+        _ONEDNN["usable"] = False
+        return F.linear(x, weight, bias)
+
+
+def _applies(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    if not _ONEDNN["usable"] or not torch.backends.mkldnn.is_available():
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        return False
+    return (x.device.type == "cpu" and weight.device.type == "cpu" and x.dtype == torch.float32
+            and weight.dtype == torch.float32 and x.dim() >= 2 and weight.dim() == 2)
