@@ -426,11 +426,13 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     preset = SUCCESSORS.get(arm, {}).get("preset") or args.preset
     if arm in FLOPS_MATCHED:  # equal FLOPs with the MLM arm
         mlm = read_results(work)["pt-mlm"]
-        if objective in ("t5", "xlnet"):
+        mlm_run = work / "runs" / "pt-mlm"
+        if objective in ("t5", "xlnet") or not (mlm_run / "final").exists():  # (a work folder seeded with its line)
             planned = preset_config(objective, preset, work / data)
-        else:  # the same sizes as pt-mlm; electra adds embedding_size
-            planned = config_fields(work / "runs" / "pt-mlm")
-            planned = {**planned, "embedding_size": planned["hidden_size"]} if objective == "electra" else planned
+        else:  # the same sizes as pt-mlm
+            planned = config_fields(mlm_run)
+        if objective == "electra":  # electra adds embedding_size
+            planned = {**planned, "embedding_size": planned.get("embedding_size") or planned["hidden_size"]}
         # electra: pt-mlm's total; the others: --pretrain-steps of pt-mlm's step (the same when pt-mlm ran them)
         budget = mlm["flops_total"] if objective == "electra" else mlm["flops_per_step"] * args.pretrain_steps
         steps = max(1, round(budget / pretrain_flops(objective, planned, args, mean_len)))
@@ -483,11 +485,15 @@ def preset_config(objective: str, preset: str, data: Path) -> dict:
     """The config fields a fresh `pretrain --objective objective --preset preset` run on `data`
     gets (its vocabulary from the data's tokenizer): to plan its steps before it runs."""
     from bertkit import Tokenizer
+    from bertkit.config import BertConfig
     from bertkit.model.t5 import T5_PRESETS
     from bertkit.model.xlnet_config import XLNetConfig
 
+    vocab_size = len(Tokenizer.from_pretrained(data / "tokenizer"))
+    if objective not in ("t5", "xlnet"):  # a BERT-shaped arm: the preset's BertConfig
+        return BertConfig.from_preset(preset, vocab_size=vocab_size).to_dict()
     sizes = T5_PRESETS[preset] if objective == "t5" else XLNetConfig.presets[preset]
-    return {**sizes, "vocab_size": len(Tokenizer.from_pretrained(data / "tokenizer"))}
+    return {**sizes, "vocab_size": vocab_size}
 
 
 def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
