@@ -1002,6 +1002,8 @@ def main(argv: list[str] | None = None) -> None:
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)
     args = parser.parse_args(argv)
+    if args.pin_steps is not None and not args.pin_steps.is_file():
+        parser.error(f"--pin-steps: no such results file: {args.pin_steps}")
     ENV.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     args.work_dir.mkdir(parents=True, exist_ok=True)
     args.func(args)
