@@ -90,13 +90,17 @@ def test_generate_runs_its_steps_on_packed_weights_made_for_the_call():
     with torch.no_grad():
         assert torch.equal(packed_matmul(x, weight), F.linear(x, weight))  # outside: F.linear itself
         with packed_weights():
-            first = packed_matmul(x, weight)
-            assert len(packed_linear._STATE.cache) == 1
+            assert torch.equal(packed_matmul(x, weight), F.linear(x, weight))  # first use: plain, nothing packed
+            assert packed_linear._STATE.cache[id(weight)][1] is None
+            second = packed_matmul(x, weight)  # second use: packed
+            packed = packed_linear._STATE.cache[id(weight)][1]
+            assert packed is not None
             packed_matmul(x, weight)
-            assert len(packed_linear._STATE.cache) == 1  # one copy per weight
-            torch.testing.assert_close(first, F.linear(x, weight), rtol=1e-6, atol=1e-6)
+            assert len(packed_linear._STATE.cache) == 1 and packed_linear._STATE.cache[id(weight)][1] is packed
+            torch.testing.assert_close(second, F.linear(x, weight), rtol=1e-6, atol=1e-6)
             layer = torch.nn.Linear(16, 8)
-            torch.testing.assert_close(linear(x, layer), layer(x), rtol=1e-6, atol=1e-6)  # with its bias
+            for _ in range(2):  # plain, then packed
+                torch.testing.assert_close(linear(x, layer), layer(x), rtol=1e-6, atol=1e-6)  # with its bias
             quantized = quantize_linear_layers(torch.nn.Sequential(torch.nn.Linear(16, 8)))[0]
             torch.testing.assert_close(linear(x, quantized), quantized(x))
         assert packed_linear._STATE.cache is None

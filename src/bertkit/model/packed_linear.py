@@ -7,7 +7,8 @@ reordered once into its blocked layout (what torch.compile's CPU freezing uses) 
 2-4x less time (docs/benchmarks.md, T5 generation). It is the same float32 arithmetic in
 another summation order, so results differ from F.linear's by rounding (~1e-6 relative).
 
-The packed copies are made on first use inside `packed_weights()` and dropped when it
+The packed copies are made on a weight's second use inside `packed_weights()` (a call
+that uses a weight once, such as one decoding step, packs nothing) and dropped when it
 ends: `generate` runs its steps inside one, during which the weights cannot change (an
 optimizer's fused in-place step does not even bump a tensor's version counter, so copies
 kept across calls could go stale). Outside it, and for training (autograd recording),
@@ -32,7 +33,7 @@ _ONEDNN = {"usable": True}  # False after a failure: the plain path from then on
 @contextmanager
 def packed_weights() -> Iterator[None]:
     """Within: `linear` / `packed_matmul` multiply by packed copies of the weights, made on
-    first use and dropped at exit. The weights must not change inside. Nested: one cache."""
+    second use and dropped at exit. The weights must not change inside. Nested: one cache."""
     previous = getattr(_STATE, "cache", None)
     _STATE.cache = {} if previous is None else previous
     try:
@@ -54,8 +55,11 @@ def packed_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     if cache is None or not _applies(x, weight, bias):
         return F.linear(x, weight, bias)
     entry = cache.get(id(weight))
+    if entry is None or entry[0] is not weight:  # first use: plain, so that a one-step call packs nothing
+        cache[id(weight)] = (weight, None)
+        return F.linear(x, weight, bias)
     try:
-        if entry is None or entry[0] is not weight:
+        if entry[1] is None:  # second use: pack (a reorder costs ~1-2 plain calls; each later use gains 2-4x)
             entry = cache[id(weight)] = (weight, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None))
         return torch.ops.mkldnn._linear_pointwise(x, entry[1], None if bias is None else bias.detach(), "none", [], "")
     except (RuntimeError, AttributeError, NotImplementedError):  # a build without these kernels
