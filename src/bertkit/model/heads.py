@@ -181,4 +181,3 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             grad_weight.addmm_(grad_logits.t(), hidden)
             grad_bias += grad_logits.sum(0)
         return grad_hidden, grad_weight, grad_bias, None, None
-

@@ -35,9 +35,9 @@ from torch import nn
 from bertkit.errors import ConfigError
 from bertkit.model.generation import GenerationMixin
 from bertkit.model.heads import decoder_cross_entropy
-from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
+from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.t5_layers import (
     LayerCache,
