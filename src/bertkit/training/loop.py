@@ -638,3 +638,7 @@ def _prefetch(iterator: Iterator, depth: int = 2) -> Iterator:
             yield item
     finally:
         stop.set()
+        # let the producer finish the item it is preparing: a daemon thread still inside torch
+        # when the process exits can abort it ("terminate called without an active exception",
+        # seen once in a two-process budget run's shutdown)
+        thread.join(timeout=10.0)
