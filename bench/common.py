@@ -172,19 +172,19 @@ def gemm_rate(shapes: list[tuple[int, int, int]], repeats: int = 10) -> float:
     on a packed weight (often faster at these shapes): the most fp32 code gets here."""
     import torch
 
+    from bertkit.model.packed_linear import packed_matmul, packed_weights
+
     best = 0.0
     for m, k, n in shapes:
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        products = [lambda: a @ b]
-        if torch.backends.mkldnn.is_available():
-            packed = torch.ops.mkldnn._reorder_linear_weight(b.t().contiguous(), None)
-            products.append(lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], ""))
-        for product in products:
-            for _ in range(3):
-                product()
-            start = time.perf_counter()
-            for _ in range(repeats):
-                product()
+        a, weight = torch.randn(m, k), torch.randn(n, k)
+        # MKL's product, then generate's packed path (packed on the warm-up's second call)
+        for product in (lambda: a @ weight.t(), lambda: packed_matmul(a, weight)):
+            with torch.no_grad(), packed_weights():
+                for _ in range(3):
+                    product()
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    product()
             best = max(best, 2.0 * m * k * n * repeats / (time.perf_counter() - start))
     return best
 
