@@ -31,6 +31,10 @@ of one thread instead, which load barely moves, for comparing changes. The matmu
 is measured the same way, so MFU is per core then. `--passive-wait` lets idle OpenMP
 threads sleep instead of spin: under load, spinning threads steal the core a
 descheduled peer needs, and a step can take 7x longer (measured: 2.2 s instead of 0.3).
+
+On a GPU (`--device cuda`), each timed step ends with a synchronize, and `--precision bf16`
+runs both sides under bf16 autocast (what `bertkit pretrain` uses on a GPU that has it);
+the peak is then a 8192^3 product in that precision, so MFU is against the card as measured.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ if "--passive-wait" in sys.argv:  # read by OpenMP when it starts, i.e. when tor
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import interleaved_best  # noqa: E402
+from common import interleaved_best, synchronized  # noqa: E402
 
 TARGETS = {"tiny": 6.0, "mini": 3.5}
 CLS, SEP, MASK, PAD, UNK = 101, 102, 103, 0, 100
@@ -78,14 +82,17 @@ def make_batch(vocab_size: int, batch_size: int, seq_len: int, seed: int = 0) ->
     }
 
 
-PEAK_SIZE = 2048
+PEAK_SIZE = {"cpu": 2048, "cuda": 8192}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def peak_matmul():
-    """One 2048^3 fp32 `torch.mm`, timed among the candidates so that the peak is
-    measured under the same machine load and clock as the steps."""
-    a, b = torch.randn(PEAK_SIZE, PEAK_SIZE), torch.randn(PEAK_SIZE, PEAK_SIZE)
-    out = torch.empty(PEAK_SIZE, PEAK_SIZE)
+def peak_matmul(device: str, precision: str):
+    """One n^3 `torch.mm` in the step's precision (n = PEAK_SIZE of the device), timed among
+    the candidates so that the peak is measured under the same machine load and clock as
+    the steps."""
+    n, dtype = PEAK_SIZE[torch.device(device).type], DTYPES[precision]
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    out = torch.empty(n, n, device=device, dtype=dtype)
     return lambda: torch.mm(a, b, out=out)
 
 
@@ -102,7 +109,7 @@ def useful_flops(config, batch: dict[str, torch.Tensor]) -> float:
     return float(encoder + attention + mlm + nsp)
 
 
-def build_pair(preset: str, compile_model: bool):
+def build_pair(preset: str, compile_model: bool, device: str = "cpu"):
     import transformers
 
     from bertkit import BertConfig, BertForPreTraining
@@ -117,16 +124,20 @@ def build_pair(preset: str, compile_model: bool):
     assert ref.config._attn_implementation == "sdpa", ref.config._attn_implementation
     ref.load_state_dict(ours.state_dict(), strict=False)  # the decoder weight is tied in both
     ref.tie_weights()
+    ours, ref = ours.to(device), ref.to(device)
     ours_opt = build_optimizer(ours, TrainingConfig())
     ref_opt = torch.optim.AdamW(ref.parameters())
     runner = torch.compile(ours) if compile_model else ours
     return config, ours, runner, ours_opt, ref, ref_opt
 
 
-def step_function(model, optimizer, batch):
+def step_function(model, optimizer, batch, precision: str = "fp32"):
+    device_type = batch["input_ids"].device.type
+
     def step() -> float:
         optimizer.zero_grad(set_to_none=True)
-        loss = model(**batch).loss
+        with torch.autocast(device_type, dtype=DTYPES[precision], enabled=precision != "fp32"):
+            loss = model(**batch).loss
         loss.backward()
         optimizer.step()
         return float(loss.detach())
@@ -155,6 +166,9 @@ def main() -> None:
     parser.add_argument("--passive-wait", action="store_true",
                         help="OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning (shared machines)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile(bertkit model) (compile time reported apart)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--precision", choices=sorted(DTYPES), default="fp32",
+                        help="bf16: autocast on both sides, as `bertkit pretrain` on a GPU")
     args = parser.parse_args()
     if args.cpu_time and args.threads != 1:
         parser.error("--cpu-time needs --threads 1 (CPU time of several threads is not a step time)")
@@ -165,26 +179,29 @@ def main() -> None:
         torch._logging.set_logs(dynamo=logging.ERROR)
     clock = time.process_time if args.cpu_time else time.perf_counter
 
-    print(f"torch {torch.__version__}, {args.threads} thread(s), {'CPU' if args.cpu_time else 'wall'} time"
+    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name(args.device)
+    print(f"torch {torch.__version__}, {where}, {args.precision}, {'CPU' if args.cpu_time else 'wall'} time"
           f"{', OMP_WAIT_POLICY=PASSIVE' if args.passive_wait else ''}")
     print(f"batch {args.batch_size} x {args.seq_len}, vocab 30522, dropout 0.1; best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
-        config, ours, runner, ours_opt, ref, ref_opt = build_pair(preset, args.compile)
-        batch = make_batch(config.vocab_size, args.batch_size, args.seq_len)
+        config, ours, runner, ours_opt, ref, ref_opt = build_pair(preset, args.compile, args.device)
+        batch = {k: v.to(args.device) for k, v in make_batch(config.vocab_size, args.batch_size, args.seq_len).items()}
         masked = int((batch["labels"] != -100).sum())
         diff = sanity_check(ours, ref, batch)
-        candidates = {"bertkit": step_function(ours, ours_opt, batch), "transformers": step_function(ref, ref_opt, batch),
-                      "peak": peak_matmul()}
+        candidates = {"bertkit": step_function(ours, ours_opt, batch, args.precision),
+                      "transformers": step_function(ref, ref_opt, batch, args.precision),
+                      "peak": peak_matmul(args.device, args.precision)}
         if args.compile:
-            compiled = step_function(runner, ours_opt, batch)
+            compiled = step_function(runner, ours_opt, batch, args.precision)
             start = time.perf_counter()
             compiled()
             print(f"[{preset}] torch.compile: first step (compilation included) {time.perf_counter() - start:.1f} s wall")
             candidates["bertkit+compile"] = compiled
+        candidates = {name: synchronized(step, args.device) for name, step in candidates.items()}
         for step in candidates.values():  # warm-up: optimizer state, allocator, kernels
             step()
         times, _ = interleaved_best(candidates, args.repeats, clock)
-        peak = 2 * PEAK_SIZE**3 / times.pop("peak")
+        peak = 2 * PEAK_SIZE[torch.device(args.device).type] ** 3 / times.pop("peak")
         tokens = args.batch_size * args.seq_len
         flops = useful_flops(config, batch)
         ratio = times["transformers"] / times["bertkit"]
@@ -192,7 +209,7 @@ def main() -> None:
         verdict = "" if target is None else ("PASS" if ratio >= target else "MISS")
         print(f"\n== {preset}: L{config.num_hidden_layers}/H{config.hidden_size}/A{config.num_attention_heads}, "
               f"{masked} masked positions, eval-mode |loss difference| {diff:.1e}; "
-              f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s")
+              f"{args.precision} matmul peak {peak / 1e9:.0f} GFLOP/s")
         for name, seconds in times.items():
             mfu = f"  MFU {flops / seconds / peak:5.1%}" if name.startswith("bertkit") else ""
             print(f"  {name:16s} step {seconds * 1e3:8.1f} ms  {tokens / seconds:9.0f} tokens/s{mfu}")

@@ -168,8 +168,10 @@ def test_cache_matches_transformers_step_by_step(tmp_path):
         torch.testing.assert_close(a.logits, b.logits, atol=TOLERANCE, rtol=TOLERANCE)
         a = ours(**source, decoder_input_ids=decoder_input_ids[:, 4:], decoder_attention_mask=decoder_mask,
                  past_key_values=a.past_key_values, use_cache=True)
+        # transformers renamed its cache argument and output (past_key_values -> cache) around 5.2x
+        their_cache = {"cache": b.cache} if hasattr(b, "cache") else {"past_key_values": b.past_key_values}
         b = theirs(**source, decoder_input_ids=decoder_input_ids[:, 4:], decoder_attention_mask=decoder_mask,
-                   cache=b.cache, use_cache=True)
+                   **their_cache, use_cache=True)
     torch.testing.assert_close(a.logits, b.logits, atol=TOLERANCE, rtol=TOLERANCE)
 
 

@@ -81,3 +81,17 @@ def test_the_process_group_is_the_callers_when_given(tmp_path, monkeypatch):
     assert torn == []
     run_training(config(max_steps=1), ToyProgram(), ToyModel(), config(max_steps=1), tmp_path / "b")
     assert torn == [1]
+
+
+def test_more_processes_than_gpus_is_a_one_line_error(monkeypatch):
+    """torchrun --nproc-per-node 2 on a one-GPU machine: process 1 has no GPU of its own
+    (seen on an H100 machine as CUDA's 'invalid device ordinal' traceback)."""
+    from bertkit.errors import BertkitError
+    from bertkit.training.distributed import setup
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(BertkitError, match=r"^process 1 of torchrun's --nproc-per-node has no GPU: this machine has 1 "
+                                           r"\(.*CUDA_VISIBLE_DEVICES= to train on the CPU\)$"):
+        setup()

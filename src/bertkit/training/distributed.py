@@ -51,6 +51,11 @@ def setup(device: str | None = None) -> DistContext:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device is None:
         device = f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu"
+        if device != "cpu" and local_rank >= torch.cuda.device_count():
+            raise BertkitError(
+                f"process {local_rank} of torchrun's --nproc-per-node has no GPU: this machine has "
+                f"{torch.cuda.device_count()} (start at most that many processes per node, or set "
+                "CUDA_VISIBLE_DEVICES= to train on the CPU)")
     dev = torch.device(device)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
