@@ -391,7 +391,7 @@ class Trainer:
         log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
         bar = _progress(cfg, start, ctx)
         window: dict[str, float] = {}
-        window_start, window_tokens = time.perf_counter(), 0.0
+        window_start = time.perf_counter()
         total_tokens, total_time = 0.0, 0.0
         skipped = skipped_in_row = amp_skipped = 0
         last_saved = ckpt.latest_checkpoint(self.output_dir)
