@@ -51,7 +51,7 @@ if "--passive-wait" in sys.argv:  # read by OpenMP when it starts, i.e. when tor
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import interleaved_best, synchronized  # noqa: E402
+from common import interleaved_best, step_clock, synchronized  # noqa: E402
 
 TARGETS = {"tiny": 6.0, "mini": 3.5}
 CLS, SEP, MASK, PAD, UNK = 101, 102, 103, 0, 100
@@ -89,11 +89,11 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 def peak_matmul(device: str, precision: str):
     """One n^3 `torch.mm` in the step's precision (n = PEAK_SIZE of the device), timed among
     the candidates so that the peak is measured under the same machine load and clock as
-    the steps."""
+    the steps; returns (the product, its FLOPs)."""
     n, dtype = PEAK_SIZE[torch.device(device).type], DTYPES[precision]
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     out = torch.empty(n, n, device=device, dtype=dtype)
-    return lambda: torch.mm(a, b, out=out)
+    return (lambda: torch.mm(a, b, out=out)), 2 * n**3
 
 
 def useful_flops(config, batch: dict[str, torch.Tensor]) -> float:
@@ -170,27 +170,21 @@ def main() -> None:
     parser.add_argument("--precision", choices=sorted(DTYPES), default="fp32",
                         help="bf16: autocast on both sides, as `bertkit pretrain` on a GPU")
     args = parser.parse_args()
-    if args.cpu_time and args.threads != 1:
-        parser.error("--cpu-time needs --threads 1 (CPU time of several threads is not a step time)")
-    torch.set_num_threads(args.threads)
+    clock, header = step_clock(parser, args)
     if args.compile:  # the graph-break notices are expected (data-dependent masking)
         import logging
 
         torch._logging.set_logs(dynamo=logging.ERROR)
-    clock = time.process_time if args.cpu_time else time.perf_counter
-
-    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name(args.device)
-    print(f"torch {torch.__version__}, {where}, {args.precision}, {'CPU' if args.cpu_time else 'wall'} time"
-          f"{', OMP_WAIT_POLICY=PASSIVE' if args.passive_wait else ''}")
+    print(f"{header}, {args.precision}{', OMP_WAIT_POLICY=PASSIVE' if args.passive_wait else ''}")
     print(f"batch {args.batch_size} x {args.seq_len}, vocab 30522, dropout 0.1; best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
         config, ours, runner, ours_opt, ref, ref_opt = build_pair(preset, args.compile, args.device)
         batch = {k: v.to(args.device) for k, v in make_batch(config.vocab_size, args.batch_size, args.seq_len).items()}
         masked = int((batch["labels"] != -100).sum())
         diff = sanity_check(ours, ref, batch)
+        peak_product, peak_flops = peak_matmul(args.device, args.precision)
         candidates = {"bertkit": step_function(ours, ours_opt, batch, args.precision),
-                      "transformers": step_function(ref, ref_opt, batch, args.precision),
-                      "peak": peak_matmul(args.device, args.precision)}
+                      "transformers": step_function(ref, ref_opt, batch, args.precision), "peak": peak_product}
         if args.compile:
             compiled = step_function(runner, ours_opt, batch, args.precision)
             start = time.perf_counter()
@@ -201,7 +195,7 @@ def main() -> None:
         for step in candidates.values():  # warm-up: optimizer state, allocator, kernels
             step()
         times, _ = interleaved_best(candidates, args.repeats, clock)
-        peak = 2 * PEAK_SIZE[torch.device(args.device).type] ** 3 / times.pop("peak")
+        peak = peak_flops / times.pop("peak")
         tokens = args.batch_size * args.seq_len
         flops = useful_flops(config, batch)
         ratio = times["transformers"] / times["bertkit"]
