@@ -222,9 +222,15 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path, Path]:
     corpus = Path(args.corpus_file or spec["corpus"])
     extra = ("--morphemes", "kiwi") if args.corpus == "ko" and args.ko_tokenizer == "morphemes" else ()
     tok = budget_recipes.tokenizer(folder, corpus, args.vocab_size or spec["vocab_size"], extra)
-    for variant in {RECIPE_DATA["budget"], SHORT_SCORE}:  # one build when they are the same
+    for variant in {recipe_data(args), SHORT_SCORE}:  # one build when they are the same
         budget_recipes.data(folder, corpus, tok, variant)
     return folder, tok, budget_recipes.data(folder, corpus, tok, budget_recipes.COMMON)
+
+
+def recipe_data(args: argparse.Namespace) -> tuple[str, int]:
+    """(a)'s data: the recipe's own (RECIPE_DATA), or --data-format's format at its length."""
+    fmt, length = RECIPE_DATA["budget"]
+    return (args.data_format or fmt, length)
 
 
 def beside(common: Path, variant: tuple[str, int]) -> Path:
@@ -242,9 +248,9 @@ def scores(model: Path, common: Path) -> dict[str, float]:
 
 def pretrain_bertkit(args: argparse.Namespace, folder: Path, common: Path) -> dict:
     out = folder / "runs" / "bertkit"
-    recipe_data = beside(common, RECIPE_DATA["budget"])
+    own_data = beside(common, recipe_data(args))
     command = budget_recipes.bertkit(
-        "pretrain", "--recipe", "budget", "--budget", args.budget, "--preset", args.preset, "--data", str(recipe_data),
+        "pretrain", "--recipe", "budget", "--budget", args.budget, "--preset", args.preset, "--data", str(own_data),
         "--output-dir", str(out), "--overwrite", "--set", f"seed={args.seed}", "--set", "progress=false",
         "--set", "tensorboard=false", *args.set_args)
     seconds = budget_recipes.run(command, folder / "logs" / "pt-bertkit.log")
@@ -298,7 +304,8 @@ def run_pretraining(args: argparse.Namespace, folder: Path, tok: Path, common: P
             entry = {"steps": 0, "command": "write_random_model(runs/bertkit/final, runs/random/final)"}
         final = folder / "runs" / arm / "final"
         entry = {"step": name, "arm": arm, "corpus": args.corpus, "budget": args.budget, "preset": args.preset,
-                 "sets": " ".join(args.set_args), **entry, **scores(final, common)}
+                 "sets": " ".join(args.set_args), "data": "{}-{}".format(*recipe_data(args)), **entry,
+                 **scores(final, common)}
         if arm != "random":  # the curve ends at the final model, scored on the common set
             ended = entry.get("training_seconds", parse_seconds(args.budget))  # (b) may end its schedule early
             entry["curve"].append({"seconds": round(ended, 1), "step": entry["steps"],
@@ -476,7 +483,8 @@ def write_table(work: Path) -> Path:
         columns = [(t, m) for t, s in spec["tasks"].items() for m in s["metrics"]]
         any_row = next(iter(pretraining.values()))
         lines += [f"### {corpus}: budget {any_row['budget']}, preset {any_row['preset']}"
-                  + (f", {any_row['sets']}" if any_row.get("sets") else ""), "",
+                  + (f", {any_row['sets']}" if any_row.get("sets") else "")
+                  + (f", (a)'s data {any_row['data']}" if any_row.get("data", "packed-64") != "packed-64" else ""), "",
                   "| arm | pre-training steps x batch | held-out MLM loss (128 / 64 tokens) | "
                   "held-out MLM acc % (128 / 64) | "
                   + " | ".join(f"{spec['tasks'][t]['name']} {m}" for t, m in columns) + " |",
@@ -553,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--preset", default="tiny", help="(a)'s preset; (b) and (c) take its size")
     r.add_argument("--set", dest="set_args", action="append", default=[], type=lambda v: f"--set={v}",
                    help="a pretrain field for (a), e.g. --set model.hidden_size=32 (passed through)")
+    r.add_argument("--data-format", choices=["packed", "sop", "nsp"], default=None,
+                   help="(a)'s data format at the recipe's length (default: the recipe's, packed); sop gives "
+                        "MLM two real segments (token types 0/1, an inner [SEP]) as the pair tasks have")
     r.add_argument("--seed", type=int, default=1, help="pre-training seed (every arm)")
     r.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="fine-tuning seeds")
     r.add_argument("--corpus-file", default=None, help="pre-training text (default: the corpus's)")
