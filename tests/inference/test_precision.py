@@ -16,6 +16,7 @@ import bertkit
 from bertkit.cli import main
 from bertkit.errors import BertkitError
 from bertkit.inference.loading import load_encoder, load_finetuned, load_masked_lm
+from bertkit.inference.quantization import cpu_has_vnni
 from tests.inference._tiny_checkpoints import HEADS, save_tiny
 
 TEXTS = ["The bank raised rates.", "We sat on the river bank.", "A man is playing a guitar.",
@@ -51,7 +52,8 @@ def test_tiny_encoder_embeddings_close_to_fp32(tiny_encoder_dir, precision):
 @pytest.mark.parametrize("precision", ["int8", "bf16"])
 def test_real_minilm_embeddings_close_to_fp32(minilm_dir, precision):
     """Sentences: cosine >= 0.99 to fp32. A text of one or two words pools a handful of
-    vectors, so int8's rounding weighs more: ~0.97 there (docs/export.md says so)."""
+    vectors, so int8's rounding weighs more: ~0.97 there. On a CPU without VNNI the
+    activations keep 7 bits: sentences ~0.97, one or two words ~0.90 (docs/export.md)."""
     short = ["Fine.", "Yes.", "Good morning!"]
     reference = bertkit.embed(TEXTS + short, model=minilm_dir)
     loaded = load_encoder(minilm_dir, precision=precision)
@@ -60,7 +62,8 @@ def test_real_minilm_embeddings_close_to_fp32(minilm_dir, precision):
     assert vectors.dtype == np.float32
     cosines = _cosines(vectors, reference)
     sentences = [len(text.split()) >= 4 for text in TEXTS + short]
-    assert cosines[sentences].min() >= 0.99 and cosines.min() >= 0.95
+    sentence_floor, text_floor = (0.99, 0.95) if precision == "bf16" or cpu_has_vnni() else (0.96, 0.88)
+    assert cosines[sentences].min() >= sentence_floor and cosines.min() >= text_floor
 
 
 @pytest.mark.parametrize("precision", ["int8", "bf16"])
