@@ -72,6 +72,7 @@ from bertkit.pretraining import RECIPE_DATA  # noqa: E402
 
 ARMS = {"bertkit": "(a) bertkit --recipe budget", "hf": "(b) transformers run_mlm-style",
         "random": "(c) random init (control)"}
+RECIPE_NAME = "{}-{}".format(*RECIPE_DATA["budget"])  # the data (a) trains on unless --data-format
 NSMC_COLUMNS = ["--text-column", "document", "--label-column", "label"]
 NLI_COLUMNS = ["--text-column", "premise", "--pair-column", "hypothesis", "--label-column", "gold_label"]
 STS_COLUMNS = ["--text-column", "sentence1", "--pair-column", "sentence2", "--label-column", "labels.label", "--regression"]
@@ -484,7 +485,7 @@ def write_table(work: Path) -> Path:
         any_row = next(iter(pretraining.values()))
         lines += [f"### {corpus}: budget {any_row['budget']}, preset {any_row['preset']}"
                   + (f", {any_row['sets']}" if any_row.get("sets") else "")
-                  + (f", (a)'s data {any_row['data']}" if any_row.get("data", "packed-64") != "packed-64" else ""), "",
+                  + (f", (a)'s data {any_row['data']}" if any_row.get("data", RECIPE_NAME) != RECIPE_NAME else ""), "",
                   "| arm | pre-training steps x batch | held-out MLM loss (128 / 64 tokens) | "
                   "held-out MLM acc % (128 / 64) | "
                   + " | ".join(f"{spec['tasks'][t]['name']} {m}" for t, m in columns) + " |",
