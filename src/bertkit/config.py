@@ -30,6 +30,7 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 
 HIDDEN_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+CLASSIFIER_POOLINGS = ("cls", "mean")
 
 # Fields of old BERT checkpoints (Google's TF port, bert-base-chinese) that transformers keeps.
 _BERT_LEGACY_FIELDS = frozenset({
@@ -60,6 +61,9 @@ class BertConfig(PretrainedConfig):
     # bertkit extension: LayerNorm before each sub-layer plus a final LayerNorm.
     pre_layer_norm: bool = False
     classifier_dropout: float | None = None  # task heads; None: hidden_dropout_prob
+    # bertkit extension (transformers' ModernBERT name and values): what a sequence classifier
+    # reads, "cls" = [CLS] -> pooler (BERT's), "mean" = the mean of the last layer over real tokens
+    classifier_pooling: str = "cls"
 
     carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | _BERT_LEGACY_FIELDS
     optional_fields: ClassVar[tuple[str, ...]] = PretrainedConfig.optional_fields + ("classifier_dropout",)
@@ -80,6 +84,8 @@ class BertConfig(PretrainedConfig):
         values = super().to_dict()
         if not self.pre_layer_norm:
             values.pop("pre_layer_norm")  # keep plain BERT configs identical to HF's
+        if self.classifier_pooling == "cls":
+            values.pop("classifier_pooling")
         return values
 
     @property
@@ -121,6 +127,9 @@ class BertConfig(PretrainedConfig):
                 f"field 'hidden_act' must be 'gelu' with pre_layer_norm (BERT saves pre-LN models in transformers' "
                 f"roberta-prelayernorm layout, whose MLM head uses GELU), got {self.hidden_act!r}"
             )
+        if self.classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ConfigError(f"field 'classifier_pooling' must be one of {', '.join(CLASSIFIER_POOLINGS)}, "
+                              f"got {self.classifier_pooling!r}")
         super().validate()  # model_type, the task-head fields
         value = self.classifier_dropout
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))

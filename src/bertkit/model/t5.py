@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import ConfigError
+from bertkit.features import pool_tokens
 from bertkit.model.generation import GenerationMixin
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS
@@ -437,12 +438,8 @@ class T5EncoderForSequenceClassification(T5PreTrainedModel):
         out = self.transformer(input_ids=input_ids, attention_mask=attention_mask,
                                output_hidden_states=output_hidden_states)
         hidden = out.last_hidden_state  # (B, S, d_model)
-        if attention_mask is None:
-            pooled = hidden.mean(dim=1)
-        else:
-            weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, S, 1)
-            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        logits = self.classification_head(pooled)  # (B, K)
+        real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+        logits = self.classification_head(pool_tokens(hidden, real, "mean"))  # (B, K)
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))

@@ -32,6 +32,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
+from bertkit.features import pool_tokens
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.outputs import (
     MultipleChoiceModelOutput,
@@ -125,6 +126,11 @@ class BertTaskModel(BertPreTrainedModel):
 class BertForSequenceClassification(BertTaskModel):
     """[CLS] -> pooler -> dropout -> K-way linear layer (K = 1: regression, e.g. STS-B).
 
+    `config.classifier_pooling` "mean" reads the mean of the last layer over the real tokens
+    instead, with no pooler: an MLM-only pre-training never trains [CLS] or the pooler
+    (docs/finetuning.md). transformers has no such BERT head; it loads the checkpoint
+    with its pooler (pre-LN: `classifier.dense`) freshly initialised and warns so.
+
     A family whose HF head reads the first token's final state itself (RoBERTa, ELECTRA:
     `classifier.dense/out_proj`) sets `classification_head` to that module class, mapping
     (B, T, H) -> (B, K); the backbone is then built without a pooler."""
@@ -136,7 +142,11 @@ class BertForSequenceClassification(BertTaskModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.add_backbone(config, add_pooling_layer=self.classification_head is None)
+        self.mean_pooling = getattr(config, "classifier_pooling", "cls") == "mean"
+        if self.mean_pooling and self.classification_head is not None:
+            raise ConfigError(f"field 'classifier_pooling': 'mean' is for heads on BERT's pooler; "
+                              f"{type(self).__name__} reads the first token (use 'cls')")
+        self.add_backbone(config, add_pooling_layer=self.classification_head is None and not self.mean_pooling)
         if self.classification_head is None:
             self.dropout = nn.Dropout(self.head_dropout(config))
             self.classifier = nn.Linear(config.hidden_size, config.num_labels)
@@ -155,12 +165,18 @@ class BertForSequenceClassification(BertTaskModel):
     ) -> SequenceClassifierOutput:
         """input_ids, token_type_ids, attention_mask: (B, T) int. labels: (B,) int64 class
         ids, (B,) float targets for regression, or (B, K) float for multi-label."""
-        out = self.encode_for_first_token(input_ids, token_type_ids, attention_mask, output_hidden_states,
-                                          output_attentions)
-        if self.classification_head is None:
-            logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
+        if self.mean_pooling:
+            out = self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                                output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+            real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+            logits = self.classifier(self.dropout(pool_tokens(out.last_hidden_state, real, "mean")))  # (B, K)
         else:
-            logits = self.classifier(out.last_hidden_state)  # (B, K)
+            out = self.encode_for_first_token(input_ids, token_type_ids, attention_mask, output_hidden_states,
+                                              output_attentions)
+            if self.classification_head is None:
+                logits = self.classifier(self.dropout(out.pooler_output))  # (B, K)
+            else:
+                logits = self.classifier(out.last_hidden_state)  # (B, K)
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))
