@@ -514,9 +514,10 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
 
 
 def finetune(work: Path, name: str, head: list[str], cut: dict, model: Path, *, epochs: int, lr: float, seed: int,
-             max_seq_length: int, metrics: tuple[str, ...], log: Path) -> dict:
+             max_seq_length: int, metrics: tuple[str, ...], log: Path, sets: tuple[str, ...] = ()) -> dict:
     """`bertkit HEAD...` (e.g. finetune glue --task sst2) of `model` on cut's train/dev into
-    work/ft/NAME, batch 32, one evaluation after the last epoch; a run already finished there
+    work/ft/NAME, batch 32, one evaluation after the last epoch, `sets` as `--set` fields
+    (e.g. model.classifier_pooling=mean); a run already finished there
     with these settings is picked up, not rerun. {"metrics" (the best_metrics.json values of
     `metrics`, eval_ prefix dropped), "seconds" (None when picked up), "command"}; only best/ is kept."""
     output = work / "ft" / name
@@ -524,7 +525,7 @@ def finetune(work: Path, name: str, head: list[str], cut: dict, model: Path, *, 
                "--model", str(model), "--output-dir", str(output),
                "--epochs", str(epochs), "--lr", str(lr), "--batch-size", "32",
                "--max-seq-length", str(max_seq_length), "--seed", str(seed), "--overwrite", "--no-progress",
-               "--set", "eval_steps=1000000"]
+               "--set", "eval_steps=1000000", *(f"--set={value}" for value in sets)]
     if finished_as(output, cut, epochs, seed, lr, model):
         seconds = None  # finished by an earlier runner that stopped before recording it: record, do not rerun
     else:

@@ -462,9 +462,11 @@ def run_finetuning(args: argparse.Namespace, folder: Path) -> None:
                 print(f"{name}: running (log {folder / 'logs' / (name + '.log')})", flush=True)
                 result = finetune(folder, name, settings["head"], cuts[task], folder / "runs" / arm / "final",
                                   epochs=settings["epochs"], lr=lr, seed=seed, max_seq_length=BLOCK,
-                                  metrics=settings["metrics"], log=folder / "logs" / f"{name}.log")
+                                  metrics=settings["metrics"], log=folder / "logs" / f"{name}.log",
+                                  sets=tuple(args.ft_sets))
                 record(work, {"step": name, "arm": arm, "corpus": args.corpus, "task": task, "seed": seed,
-                              "epochs": settings["epochs"], "lr": lr, "train_subset": cuts[task]["train_subset"],
+                              "epochs": settings["epochs"], "lr": lr, "ft_sets": args.ft_sets,
+                              "train_subset": cuts[task]["train_subset"],
                               "eval_set": cuts[task]["eval_set"], **result})
                 print(f"{name}: {result['metrics']}", flush=True)
 
@@ -483,8 +485,10 @@ def write_table(work: Path) -> Path:
         scores = arm_means(rows)
         columns = [(t, m) for t, s in spec["tasks"].items() for m in s["metrics"]]
         any_row = next(iter(pretraining.values()))
+        ft_sets = sorted({value for r in rows for value in r.get("ft_sets") or ()})
         lines += [f"### {corpus}: budget {any_row['budget']}, preset {any_row['preset']}"
                   + (f", {any_row['sets']}" if any_row.get("sets") else "")
+                  + (f", fine-tuning {' '.join(ft_sets)}" if ft_sets else "")
                   + (f", (a)'s data {any_row['data']}" if any_row.get("data", RECIPE_NAME) != RECIPE_NAME else ""), "",
                   "| arm | pre-training steps x batch | held-out MLM loss (128 / 64 tokens) | "
                   "held-out MLM acc % (128 / 64) | "
@@ -573,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="Korean WordPiece over syllables (quality_table's) or over kiwi morphemes")
     r.add_argument("--calibration-steps", type=int, default=40, help="(b)'s timed run that sets its max_steps")
     r.add_argument("--ft-lr", type=float, default=None, help="fine-tuning lr (default: 3e-4 en, 1e-4 ko)")
+    r.add_argument("--ft-set", dest="ft_sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a field of every fine-tuning run (e.g. model.classifier_pooling=mean); use a new "
+                        "--work-dir holding the runs/ to fine-tune, as recorded steps are skipped")
     r.add_argument("--sst2-train", type=int, default=8000)
     r.add_argument("--mrpc-train", type=int, default=None, help="MRPC train subset (default: all)")
     r.add_argument("--nsmc-train", type=int, default=8000)

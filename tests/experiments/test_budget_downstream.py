@@ -131,3 +131,31 @@ def test_arms_run_apart_with_the_size_of_another_model(tmp_path):
     assert list(bd.read_results(tmp_path / "second")) == ["pt-hf-en"]
     theirs = json.loads((tmp_path / "second" / "en" / "runs" / "hf" / "final" / "config.json").read_text())
     assert theirs["hidden_size"] == 32 and not (tmp_path / "second" / "en" / "runs" / "bertkit").exists()
+
+
+def test_fine_tuning_fields_reach_every_run_and_the_table(tmp_path, monkeypatch):
+    """--ft-set KEY=VALUE: passed to each fine-tuning command as --set and named in the table."""
+    import ablations
+
+    commands = []
+
+    def fake_run(command, log):
+        commands.append(command)
+        best = Path(command[command.index("--output-dir") + 1]) / "best"
+        best.mkdir(parents=True)
+        (best / "best_metrics.json").write_text(json.dumps({"eval_accuracy": 80.0}))
+        return 1.0
+
+    monkeypatch.setattr(ablations, "run_command", fake_run)
+    cut = {"train": tmp_path / "train.tsv", "dev": tmp_path / "dev.tsv"}
+    result = ablations.finetune(tmp_path, "ft-x", ["finetune", "glue", "--task", "sst2"], cut, tmp_path / "model",
+                                epochs=1, lr=1e-4, seed=1, max_seq_length=32, metrics=("accuracy",),
+                                log=tmp_path / "log", sets=("model.classifier_pooling=mean",))
+    assert result["metrics"] == {"accuracy": 80.0}
+    assert "--set=model.classifier_pooling=mean" in commands[0]
+    for row in ({"step": "pt-bertkit-ko", "arm": "bertkit", "corpus": "ko", "budget": "60m", "preset": "tiny",
+                 "steps": 5, "batch_size": 16, "common_mlm_loss": 5.0, "common_mlm_accuracy": 20.0},
+                {"step": "ft-bertkit-nsmc-s1", "arm": "bertkit", "corpus": "ko", "task": "nsmc", "seed": 1,
+                 "ft_sets": ["model.classifier_pooling=mean"], "metrics": {"accuracy": 80.0}}):
+        bd.record(tmp_path, row)
+    assert "### ko: budget 60m, preset tiny, fine-tuning model.classifier_pooling=mean" in bd.write_table(tmp_path).read_text()
