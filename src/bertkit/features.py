@@ -14,6 +14,7 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
+from bertkit.model.layers import mean_over_tokens
 
 
 def select_layers(
@@ -55,8 +56,7 @@ def pool_tokens(
             return features[:, 0]
         return features[torch.arange(features.shape[0], device=features.device), cls_positions.to(features.device)]
     if pooling == "mean":
-        mask = attention_mask.unsqueeze(-1).to(features.dtype)  # (B, T, 1)
-        return (features * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        return mean_over_tokens(features, attention_mask)
     raise BertkitError(f"pooling: unknown choice {pooling!r}; choose one of {', '.join(POOLING_CHOICES)}")
 
 

@@ -124,3 +124,11 @@ class BertEncoder(nn.Module):
             tuple(all_hidden) if all_hidden is not None else None,
             tuple(all_attentions) if all_attentions is not None else None,
         )
+
+
+def mean_over_tokens(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """(B, T, H) states -> (B, H): their mean over the real tokens (mask 1; all when None)."""
+    if attention_mask is None:
+        return hidden.mean(1)
+    weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)

@@ -33,10 +33,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import ConfigError
-from bertkit.features import pool_tokens
 from bertkit.model.generation import GenerationMixin
 from bertkit.model.heads import decoder_cross_entropy
-from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.layers import ACTIVATIONS, mean_over_tokens
 from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
 from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel
@@ -438,8 +437,7 @@ class T5EncoderForSequenceClassification(T5PreTrainedModel):
         out = self.transformer(input_ids=input_ids, attention_mask=attention_mask,
                                output_hidden_states=output_hidden_states)
         hidden = out.last_hidden_state  # (B, S, d_model)
-        real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
-        logits = self.classification_head(pool_tokens(hidden, real, "mean"))  # (B, K)
+        logits = self.classification_head(mean_over_tokens(hidden, attention_mask))  # (B, K)
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(logits, labels, problem_type(self.config, labels))

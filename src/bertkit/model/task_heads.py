@@ -32,8 +32,8 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.features import pool_tokens
 from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.layers import mean_over_tokens
 from bertkit.model.outputs import (
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
@@ -168,8 +168,7 @@ class BertForSequenceClassification(BertTaskModel):
         if self.mean_pooling:
             out = self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                                 output_hidden_states=output_hidden_states, output_attentions=output_attentions)
-            real = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
-            logits = self.classifier(self.dropout(pool_tokens(out.last_hidden_state, real, "mean")))  # (B, K)
+            logits = self.classifier(self.dropout(mean_over_tokens(out.last_hidden_state, attention_mask)))  # (B, K)
         else:
             out = self.encode_for_first_token(input_ids, token_type_ids, attention_mask, output_hidden_states,
                                               output_attentions)
