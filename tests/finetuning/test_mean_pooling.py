@@ -1,6 +1,7 @@
 """`classifier_pooling: mean`: a sequence classifier on the mean of the last layer over the
 real tokens (no pooler). Checked against transformers' own encoder (AutoModel reads the
-saved backbone exactly) and the saved classifier layer, through finetune / evaluate / predict."""
+saved backbone exactly) and the saved classifier layer, through finetune / ONNX export /
+evaluate / predict."""
 
 from __future__ import annotations
 
@@ -78,6 +79,12 @@ def test_finetune_with_mean_pooling_from_a_pre_ln_checkpoint(tiny_pre_ln_dir, fi
         ours = load_finetuned(best, device="cpu").model
         mine = ours(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]).logits
     torch.testing.assert_close(mine, reference, atol=1e-4, rtol=1e-4)
+
+    pytest.importorskip("onnxruntime")
+    from bertkit.inference.onnx_export import export_onnx
+
+    exported = export_onnx(best, tmp_path / "onnx" / "model.onnx")  # checked against PyTorch on other shapes
+    assert exported.task == "classification" and max(exported.max_abs_diff.values()) <= 1e-4
 
     assert main(["evaluate", "glue", "--model", str(best), "--data", str(mrpc), "--no-progress"]) == 0
     assert set(json.loads(capsys.readouterr().out)) >= {"f1", "accuracy"}
