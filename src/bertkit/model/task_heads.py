@@ -142,7 +142,7 @@ class BertForSequenceClassification(BertTaskModel):
     def __init__(self, config: BertConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.mean_pooling = getattr(config, "classifier_pooling", "cls") == "mean"
+        self.mean_pooling = config.classifier_pooling == "mean"
         if self.mean_pooling and self.classification_head is not None:
             raise ConfigError(f"field 'classifier_pooling': 'mean' is for heads on BERT's pooler; "
                               f"{type(self).__name__} reads the first token (use 'cls')")
