@@ -26,15 +26,23 @@ sys.path.insert(0, str(REPO / "experiments"))
 from quality_table import DATA, KO_CORPUS, SEED, split_indices  # noqa: E402
 
 GLUE = DATA / "glue"
+NSMC_FILE = DATA / "nsmc" / "ratings_train.raw-derived.txt.gz"  # quality_table.cut_nsmc's
 
 
-def tsv_column(path: Path, column: str) -> list[str]:
-    """One column of a TSV with a header row (GLUE's files start with a BOM)."""
+def tsv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a TSV with a header row, each row split into fields; a .gz is read
+    as text, and a BOM (GLUE's files start with one) is dropped."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8-sig") as handle:
         header, *rows = handle.read().splitlines()
-    index = header.split("\t").index(column)
-    return [fields[index] for fields in (row.split("\t") for row in rows) if len(fields) > index]
+    return header.split("\t"), [row.split("\t") for row in rows]
+
+
+def tsv_column(path: Path, column: str) -> list[str]:
+    """One column of a TSV with a header row; a row too short to hold it is left out."""
+    header, rows = tsv_rows(path)
+    index = header.index(column)
+    return [fields[index] for fields in rows if len(fields) > index]
 
 
 def english_lines() -> list[str]:
@@ -43,10 +51,13 @@ def english_lines() -> list[str]:
     return sst2 + mrpc
 
 
-def nsmc_train_reviews(nsmc_held_out: int) -> list[str]:
-    reviews = tsv_column(DATA / "nsmc" / "ratings_train.raw-derived.txt.gz", "document")
-    train, _ = split_indices(len(reviews), nsmc_held_out, SEED)
-    return [reviews[i] for i in train]
+def nsmc_train_reviews(nsmc_held_out: int, path: Path = NSMC_FILE) -> list[str]:
+    """The reviews of the NSMC file less the `nsmc_held_out` rows quality_table.cut_nsmc
+    evaluates on: the same seeded split over the same rows (file order, header excluded)."""
+    header, rows = tsv_rows(path)
+    index = header.index("document")
+    train, _ = split_indices(len(rows), nsmc_held_out, SEED)
+    return [rows[i][index] for i in train if len(rows[i]) > index]
 
 
 def documents(lines: list[str], per_document: int) -> str:

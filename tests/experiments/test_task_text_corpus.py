@@ -4,6 +4,7 @@ never an evaluation row in it."""
 from __future__ import annotations
 
 import collections
+import gzip
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import task_text_corpus  # noqa: E402
-from quality_table import DATA, cut_nsmc  # noqa: E402
+from quality_table import SEED, cut_nsmc, split_indices  # noqa: E402
 
 
 def test_documents_chunk_first_seen_lines():
@@ -27,9 +28,19 @@ def test_tsv_column_reads_past_a_bom_and_short_rows(tmp_path):
     assert task_text_corpus.tsv_column(path, "label") == ["1"]
 
 
-@pytest.mark.skipif(not (DATA / "nsmc" / "ratings_train.raw-derived.txt.gz").is_file(), reason="no NSMC data")
+def test_nsmc_reviews_are_the_split_less_its_held_out_rows(tmp_path):
+    path = tmp_path / "nsmc.txt.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write("id\tdocument\tlabel\n" + "".join(f"{i}\treview {i}\t{i % 2}\n" for i in range(300)))
+    kept = task_text_corpus.nsmc_train_reviews(40, path)
+    train, held_out = split_indices(300, 40, SEED)  # cut_nsmc's split
+    assert kept == [f"review {i}" for i in train] and len(kept) == 260
+    assert not {f"review {i}" for i in held_out} & set(kept)
+
+
+@pytest.mark.skipif(not task_text_corpus.NSMC_FILE.is_file(), reason="no ../shared/data/nsmc beside this checkout")
 def test_nsmc_reviews_leave_out_the_evaluated_ones(tmp_path):
-    all_rows = task_text_corpus.tsv_column(DATA / "nsmc" / "ratings_train.raw-derived.txt.gz", "document")
+    all_rows = task_text_corpus.tsv_column(task_text_corpus.NSMC_FILE, "document")
     kept = task_text_corpus.nsmc_train_reviews(nsmc_held_out=1000)
     assert len(kept) == len(all_rows) - 1000
     (tmp_path / "data").mkdir()
