@@ -30,12 +30,14 @@ NSMC_FILE = DATA / "nsmc" / "ratings_train.raw-derived.txt.gz"  # quality_table.
 
 
 def tsv_rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of a TSV with a header row, each row split into fields; a .gz is read
-    as text, and a BOM (GLUE's files start with one) is dropped."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8-sig") as handle:
-        header, *rows = handle.read().splitlines()
-    return header.split("\t"), [row.split("\t") for row in rows]
+    """(header, rows) of a TSV with a header row, each non-blank row split into fields
+    (bertkit's reader: .gz, a BOM, and an error naming file:line on bytes that are not UTF-8)."""
+    from bertkit.tasks.records import iter_rows
+
+    rows = [fields for _, fields in iter_rows(path)]
+    if not rows:
+        raise SystemExit(f"{path}: empty file (no header row)")
+    return rows[0], rows[1:]
 
 
 def tsv_column(path: Path, column: str) -> list[str]:
@@ -88,4 +90,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bertkit.errors import BertkitError
+
+    try:
+        main()
+    except (BertkitError, OSError) as exc:  # one line naming the file, no traceback
+        sys.exit(f"task_text_corpus.py: error: {exc}")
