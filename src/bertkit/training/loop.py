@@ -455,6 +455,8 @@ class Trainer:
                     scaler.unscale_(optimizer)
                 # no host read: the norm stays a tensor and the clipping factor is applied on the device
                 grad_norm = torch.nn.utils.clip_grad_norm_(wrapped.parameters(), cfg.max_grad_norm)
+                if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor over the shards -> the norm itself
+                    grad_norm = grad_norm.full_tensor()
                 finite = None
                 if pending is not None:  # decided on the device, read with the window (bertkit.training.nonfinite)
                     finite = finite_flag(stats["loss"], grad_norm, ctx)
