@@ -6,19 +6,22 @@
 # T5-base and XLNet-base, transformers' eager step beside them, T5 generation tokens/s).
 # Each step has its own time limit and log (in $OUT, else /tmp/gpu-checks), and writes its
 # figures as JSON there; a failing step does not stop the others, and the whole run stops
-# starting steps once TOTAL seconds (default 470) are spent. About 7 minutes on an H100.
+# starting steps once TOTAL seconds (default 480) are spent. About 7 minutes on an H100.
 #
 #   bash bench/gpu_checks.sh                                  # on the GPU machine
-#   DRY=1 bash bench/gpu_checks.sh                            # on a CPU: tiny models, a few steps (checks the script)
+#   DRY=1 STRETCH=10 PYTHON=.venv/bin/python bash bench/gpu_checks.sh   # on a CPU: tiny models, a few steps
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu-checks}
 mkdir -p "$out"
 export PYTHONPATH=src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-total=${TOTAL:-470}
+total=${TOTAL:-480}
+[ -n "${DRY:-}" ] && total=${TOTAL:-3600}
+stretch=${STRETCH:-1}  # each step's limit times this (a dry run on a slow, shared CPU: STRETCH=10)
+py=${PYTHON:-python3}  # the machine's python with torch and transformers
 
 step() {  # step NAME SECONDS COMMAND...: run it (within what is left of TOTAL), keep its log, print its tail
-    local name=$1 limit=$2
+    local name=$1 limit=$(($2 * stretch))
     shift 2
     local left=$((total - SECONDS))
     if [ "$left" -lt 20 ]; then
@@ -47,18 +50,18 @@ else
     tests=(tests/training/test_nonfinite.py tests/training/test_sync_free_step.py tests/inference/test_precision.py
            tests/model/test_varlen_attention.py)
 fi
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
-step tests 45 python3 -m pytest -q -p no:cacheprovider "${tests[@]}"
-step bert128 100 python3 bench/bench_gpu_step.py --case bert "${common[@]}" "${short[@]}" --batch-sizes "${big[@]}" \
+"$py" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
+step tests 60 "$py" -m pytest -q -p no:cacheprovider "${tests[@]}"
+step bert128 100 "$py" bench/bench_gpu_step.py --case bert "${common[@]}" "${short[@]}" --batch-sizes "${big[@]}" \
     --reference --json "$out/bert128.json"
-step bert128_compile 100 python3 bench/bench_gpu_step.py --case bert "${common[@]}" "${short[@]}" \
+step bert128_compile 100 "$py" bench/bench_gpu_step.py --case bert "${common[@]}" "${short[@]}" \
     --batch-sizes "${big[-1]}" --compile --json "$out/bert128_compile.json"
-step bert512 60 python3 bench/bench_gpu_step.py --case bert "${common[@]}" --seq-len "${short[1]:-512}" \
+step bert512 60 "$py" bench/bench_gpu_step.py --case bert "${common[@]}" --seq-len "${short[1]:-512}" \
     --batch-sizes "${seq512[@]}" --json "$out/bert512.json"
-step t5 60 python3 bench/bench_gpu_step.py --case t5 "${common[@]}" --seq-len "${short[1]:-512}" --batch-sizes "${t5[@]}" \
+step t5 60 "$py" bench/bench_gpu_step.py --case t5 "${common[@]}" --seq-len "${short[1]:-512}" --batch-sizes "${t5[@]}" \
     "${few[@]}" --reference --json "$out/t5.json"
-step xlnet 60 python3 bench/bench_gpu_step.py --case xlnet "${common[@]}" --seq-len "${short[1]:-512}" \
+step xlnet 60 "$py" bench/bench_gpu_step.py --case xlnet "${common[@]}" --seq-len "${short[1]:-512}" \
     --batch-sizes "${xlnet[@]}" "${few[@]}" --reference --json "$out/xlnet.json"
-step t5_generate 35 python3 bench/bench_gpu_step.py --case generate "${common[@]}" --seq-len "${short[1]:-128}" \
+step t5_generate 35 "$py" bench/bench_gpu_step.py --case generate "${common[@]}" --seq-len "${short[1]:-128}" \
     --batch-sizes "${gen[@]}" --max-new-tokens "${GEN_TOKENS:-64}" --json "$out/t5_generate.json"
 echo "total $SECONDS s; figures in $out/*.json, logs in $out/*.log"

@@ -5,7 +5,8 @@ skips (unpadding, the sparse MLM head): per token, 6 x the non-embedding paramet
 (forward and backward matrix products) + 12 x layers x hidden x sequence length (the
 attention scores and context), as PaLM's appendix B counts them (Chowdhery et al., 2022).
 For an encoder-decoder (T5) the tokens are the encoder's and the layers those of both
-stacks: an approximation of the same kind.
+stacks: an approximation of the same kind. ALBERT with shared layers has no such count
+(its parameters are one layer's, applied L times): MFU is left out for it.
 
 The peak is the card's dense (no sparsity) tensor-core rate for the precision, from its
 datasheet (`PEAK_TFLOPS`; fp32 means fp32 without TF32, torch's default). A card not in the
@@ -87,6 +88,8 @@ class ModelFlops:
     def of(cls, model: nn.Module) -> ModelFlops | None:
         """From a model's `config` (BERT family, T5, XLNet field names); None when it has none."""
         config = getattr(model, "config", None)
+        if _config_value(config, "num_hidden_groups") not in (None, _config_value(config, "num_hidden_layers")):
+            return None  # ALBERT sharing layers: its parameters count one layer for several
         hidden = _config_value(config, "hidden_size", "d_model")
         layers = _config_value(config, "num_hidden_layers", "n_layer", "num_layers")
         if hidden is None or layers is None:
