@@ -205,6 +205,15 @@ def bare_step_time(model, batch, args, fused: bool) -> float:
     return (time.perf_counter() - start) / args.steps
 
 
+def free_memory() -> None:
+    """Drop the last case's model and optimizer from the GPU before the next one."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -246,7 +255,7 @@ def train_case(args, peak) -> dict:
                     seconds, record = loop_step_time(model, batch, args, compile_model, Path(directory))
             except torch.OutOfMemoryError:
                 print(f"  batch {batch_size:4d} {name}: out of memory", flush=True)
-                torch.cuda.empty_cache()
+                free_memory()
                 break
             run = report(name, batch_size, batch, seconds, flops, peak, loop_mfu=record.get("mfu"))
             results["runs"].append(run)
@@ -254,8 +263,7 @@ def train_case(args, peak) -> dict:
             if best is None or run["tokens_per_s"] > best["tokens_per_s"]:
                 best = run
         del model
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        free_memory()
     if best is not None and args.reference:
         batch_size = best["batch_size"]
         torch.manual_seed(0)
