@@ -172,7 +172,8 @@ def loop_step_time(model, batch, args, compile_model: bool, output_dir: Path) ->
     config = TrainingConfig(max_steps=args.warmup + args.steps, batch_size=batch_size, log_steps=args.steps,
                             eval_steps=10**9, save_steps=10**9, precision=args.precision, compile=compile_model,
                             progress=False, tensorboard=False, save_checkpoints=False, warmup_steps=0)
-    trainer = Trainer(FixedBatch(batch), config, output_dir, ctx=setup(args.device))
+    device = "cuda:0" if args.device == "cuda" else args.device  # torch.cuda.set_device wants an index
+    trainer = Trainer(FixedBatch(batch), config, output_dir, ctx=setup(device))
     result = trainer.train(model)
     record = [r for r in result.records if "tok/s" in r][-1]
     tokens = float(batch["attention_mask"].sum()) if "attention_mask" in batch else float(batch["input_ids"].numel())

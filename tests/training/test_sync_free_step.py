@@ -148,3 +148,17 @@ def test_a_failed_compile_says_one_line_and_runs_eagerly(tmp_path, monkeypatch):
     assert len(said) == 1 and model._compiled_call_impl is None
     assert (tmp_path / "cache").is_dir()
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the sync-free path is the GPU's default")
+def test_on_the_gpu_a_nonfinite_step_is_skipped_on_the_device(tmp_path):  # pragma: no cover - GPU only
+    from bertkit.training.distributed import setup
+
+    torch.manual_seed(0)
+    model = ToyModel(0.1)
+    trainer = Trainer(InfGradient(at=5), config(on_nonfinite="skip"), tmp_path, ctx=setup())
+    result = trainer.train(model)
+    assert result.skipped_steps == 1 and result.step == 12
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert {"step": 5, "nonfinite_skipped": 1} in records(tmp_path)
+    assert result.mfu is None  # the toy model has no config: no FLOPs count
