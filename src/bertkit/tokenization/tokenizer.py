@@ -758,12 +758,20 @@ def _is_special(backend: RustTokenizer, token: str) -> bool:
 
 
 def _resolve_special_tokens(config: TokenizerConfig, vocab: Mapping[str, int], source: str) -> dict[str, str | None]:
-    """role -> token: the configured one (must be in `vocab`) or the first candidate found."""
+    """role -> token: the configured one (must be in `vocab`) or the first candidate found.
+
+    A decoder's tokenizer (GPT-2's, KoGPT2's: it names a bos_token but neither cls_token
+    nor sep_token) frames nothing, so no [CLS]/[SEP] is guessed for it: KoGPT2's vocabulary
+    holds <s> and </s>, and guessing them would wrap every text in `<s> A </s>`."""
+    decoder = config.bos_token is not None and config.cls_token is None and config.sep_token is None
     special: dict[str, str | None] = {}
     for role in SPECIAL_ROLES:
         token = getattr(config, role)
         if token is not None and token not in vocab:
             raise BertkitError(f"{source}: {role}={token!r} is not in the vocabulary")
+        if token is None and decoder and role in ("cls_token", "sep_token"):
+            special[role] = None
+            continue
         if token is None:
             token = next((c for c in SPECIAL_CANDIDATES[role] if c in vocab), None)
         special[role] = token
