@@ -104,6 +104,10 @@ class ClmObjective(PretrainingObjective):
 
     # ---- models -------------------------------------------------------------------------------
     @classmethod
+    def preset_names(cls) -> list[str]:
+        return list(decoder_presets())
+
+    @classmethod
     def model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any],
                      settings: ObjectiveSettings | None = None) -> PretrainedConfig:
         """The decoder preset sized for `data`'s tokenizer and length; BOS and EOS are the
