@@ -103,6 +103,12 @@ class ModelFamily:
     def can_generate(self) -> bool:
         return self.generator is not None
 
+    @property
+    def decoder_only(self) -> bool:
+        """A family whose generator continues the text in `input_ids` alone (no encoder inputs:
+        GPT-1, GPT-2): it pre-trains with objective clm and fine-tunes by GPT-1's recipe."""
+        return self.can_generate and "decoder_input_ids" not in self.input_names
+
     def generator_class(self, source: str | Path = "the model"):
         """The family's text-generating model class; a one-line error naming `source` when it has none."""
         if self.generator is None:

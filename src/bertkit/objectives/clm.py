@@ -37,14 +37,9 @@ from bertkit.pretrained_config import PretrainedConfig
 IGNORE_INDEX = -100
 
 
-def is_decoder_only(family: ModelFamily) -> bool:
-    """A family whose generator reads the text it continues from `input_ids` alone (no encoder)."""
-    return family.can_generate and "decoder_input_ids" not in family.input_names
-
-
 def decoder_presets() -> dict[str, ModelFamily]:
     """Preset name -> its decoder-only family, over every registered family."""
-    return {name: family for family in MODEL_FAMILIES.values() if is_decoder_only(family)
+    return {name: family for family in MODEL_FAMILIES.values() if family.decoder_only
             for name in family.config_class().presets}
 
 
@@ -59,7 +54,7 @@ def decoder_family(preset: str) -> ModelFamily:
 
 def causal_lm_class(family: ModelFamily, source: str | Path = "the model") -> type[nn.Module]:
     """The family's language model (its generator), after checking the family is decoder-only."""
-    if not is_decoder_only(family):
+    if not family.decoder_only:
         raise BertkitError(f"{source}: objective 'clm' trains a decoder-only model, not a {family.model_type} model")
     return family.generator_class(source)
 

@@ -278,7 +278,10 @@ class Tokenizer:
         config["additional_special_tokens"] = self.additional_special_tokens
         config["model_max_length"] = self.model_max_length
         config["clean_up_tokenization_spaces"] = True
-        config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
+        # a decoder's tokenizer (no [CLS]/[SEP]: GPT-2's) gives no token types: transformers' GPT
+        # models would look zeros up in the token table
+        framed = self.cls_token is not None or self.sep_token is not None
+        config["model_input_names"] = ["input_ids", *(["token_type_ids"] if framed else []), "attention_mask"]
         write_text_atomic(directory / CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
         written.append(directory / CONFIG_FILE)
         return written
