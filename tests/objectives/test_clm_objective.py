@@ -5,6 +5,9 @@ after SIGKILL is bit-identical, and bad input fails in one line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +98,40 @@ def test_sigkill_then_resume_ends_bit_identical(packed, tmp_path):
     assert ref.keys() == resumed.keys()
     for key in ref:
         assert torch.equal(ref[key], resumed[key]), key
+
+
+def test_two_processes_match_one_process(packed, tmp_path):
+    common = ["--set", "max_steps=3", "--set", "log_steps=1", "--set", "save_steps=100", "--set", "eval_steps=100",
+              "--set", "model.resid_pdrop=0", "--set", "model.embd_pdrop=0", "--set", "model.attn_pdrop=0"]
+    single = tmp_path / "single"
+    assert main(pretrain_args(packed, single, *common)) == 0
+    double = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29561",
+           "-m", "bertkit", *pretrain_args(packed, double, *common, "--set", "parallel=ddp")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def losses(run: Path) -> list[float]:
+        return [json.loads(x)["loss"] for x in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in x
+                and "eval_loss" not in x]
+
+    assert len(losses(single)) == 3 and losses(double) == pytest.approx(losses(single), rel=1e-5)
+    a, b = load_file(single / "final" / "model.safetensors"), load_file(double / "final" / "model.safetensors")
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-4)
+
+
+def test_non_utf8_text_names_the_file_and_line(data_root, tmp_path, capsys):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("It is a truth.\n\nCaf\u00e9 au lait.\n".encode("latin-1"))
+    tok = next(data_root.glob("tok*bbpe*"))
+    message = one_line_error(["data", "build", "--tokenizer", str(tok), "--format", "packed", "--output",
+                              str(tmp_path / "data"), "--no-progress", str(bad)], capsys)
+    assert f"{bad}:3" in message
+    message = one_line_error(["tokenizer", "train", "--algorithm", "bbpe", "--layout", "gpt2", "--output",
+                              str(tmp_path / "tok"), "--no-progress", str(bad)], capsys)
+    assert f"{bad}:3" in message
 
 
 def one_line_error(args: list[str], capsys) -> str:
