@@ -300,9 +300,10 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     if gpt1_recipe.applies_to(family_for_config(base)):  # <start> <delim> <extract>, new embedding rows
         tokenizer = gpt1_recipe.with_gpt1_tokens(tokenizer, source)
         base = gpt1_recipe.task_config(base, tokenizer)
-    elif config.lm_coef:
-        raise ConfigError(f"field 'lm_coef': the auxiliary LM loss is GPT-1's (a decoder-only model); "
-                          f"{source} is a {base.model_type} model")
+    elif config.lm_coef or config.classifier_dropout is not None:
+        name = "lm_coef" if config.lm_coef else "classifier_dropout"
+        raise ConfigError(f"field {name!r} belongs to GPT-1's recipe (a decoder-only model); {source} is a "
+                          f"{base.model_type} model (its classifier dropout is model.hidden_dropout_prob or the like)")
     if tokenizer.vocab_size > base.vocab_size:
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
