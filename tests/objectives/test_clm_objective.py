@@ -87,6 +87,18 @@ def test_pretrain_clm_end_to_end_and_transformers_loads_it(packed, tmp_path, pre
                                    atol=1e-5, rtol=1e-5)
 
 
+def test_budget_recipe_in_gpt_terms(packed, tmp_path):
+    out = tmp_path / "budget"
+    args = pretrain_args(packed, out, "--recipe", "budget", "--budget", "1m")
+    del args[args.index("--preset"):args.index("--preset") + 2]  # the recipe's size: BERT tiny -> gpt-tiny
+    del args[args.index("warmup_steps=1") - 1:args.index("warmup_steps=1") + 1]  # a budget warms up by time
+    assert main(args) == 0
+    config = json.loads((out / "run_config.json").read_text())
+    assert (config["recipe"], config["preset"], config["lr"]) == ("budget", "gpt-tiny", 1e-3)
+    assert {config["model"][k] for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop")} == {0.0}
+    assert "pre_layer_norm" not in config["model"]
+
+
 def test_sigkill_then_resume_ends_bit_identical(packed, tmp_path):
     steps = ["--set", "max_steps=8", "--set", "save_steps=4", "--set", "eval_steps=4", "--set", "save_total_limit=3"]
     reference = tmp_path / "ref"

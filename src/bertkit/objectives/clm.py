@@ -35,6 +35,9 @@ from bertkit.objectives.settings import ObjectiveSettings
 from bertkit.pretrained_config import PretrainedConfig
 
 IGNORE_INDEX = -100
+# a BERT recipe's sizes and model fields (bertkit.pretraining.RECIPES) in GPT's terms
+RECIPE_PRESETS = {"tiny": "gpt-tiny", "mini": "gpt-mini"}
+RECIPE_MODEL_FIELDS = {"hidden_dropout_prob": ("resid_pdrop", "embd_pdrop"), "attention_probs_dropout_prob": ("attn_pdrop",)}
 
 
 def decoder_presets() -> dict[str, ModelFamily]:
@@ -98,6 +101,19 @@ class ClmObjective(PretrainingObjective):
     plot_panels = [("Loss", ["loss", "eval_loss"]), ("Next-token accuracy", ["lm_accuracy", "eval_lm_accuracy"])]
 
     # ---- models -------------------------------------------------------------------------------
+    @classmethod
+    def recipe_defaults(cls, defaults: dict[str, Any]) -> dict[str, Any]:
+        """A BERT recipe for a GPT: its size as the GPT-2 preset of that shape (tiny -> gpt-tiny),
+        its dropouts under GPT's names; its pre_layer_norm left to the family (GPT-2 is pre-LN,
+        GPT-1 post-LN, which is what makes it GPT-1)."""
+        adapted = dict(defaults)
+        if "preset" in adapted:
+            adapted["preset"] = RECIPE_PRESETS.get(adapted["preset"], adapted["preset"])
+        if "model" in defaults:
+            adapted["model"] = {field: value for name, value in defaults["model"].items() if name != "pre_layer_norm"
+                                for field in RECIPE_MODEL_FIELDS.get(name, (name,))}
+        return adapted
+
     @classmethod
     def preset_names(cls) -> list[str]:
         return list(decoder_presets())
