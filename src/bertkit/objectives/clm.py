@@ -121,13 +121,17 @@ class ClmObjective(PretrainingObjective):
     @classmethod
     def model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any],
                      settings: ObjectiveSettings | None = None) -> PretrainedConfig:
-        """The decoder preset sized for `data`'s tokenizer and length; BOS and EOS are the
-        tokenizer's end-of-text token (GPT-2's <|endoftext|>, KoGPT2's </s>)."""
+        """The decoder preset sized for `data`'s tokenizer and length (a position table of at
+        least max_seq_length); BOS and EOS are the tokenizer's end-of-text token (GPT-2's
+        <|endoftext|>, KoGPT2's </s>)."""
         family = decoder_family(preset)
         info = data.info
         eos = end_of_text_id(data)
         config_class = family.config_class()
         ids = {"bos_token_id": eos, "eos_token_id": eos}
+        positions = config_class.presets[preset].get("n_positions")
+        if positions is not None and positions < info.max_seq_length:  # a table long enough for the data
+            ids["n_positions"] = info.max_seq_length
         ids = {k: v for k, v in ids.items() if k in {f.name for f in dataclasses.fields(config_class)}}
         return preset_config(preset, info.vocab_size, info.max_seq_length, info.pad_token_id,
                              {**ids, **overrides}, config_class=config_class)
