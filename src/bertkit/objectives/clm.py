@@ -37,7 +37,8 @@ from bertkit.pretrained_config import PretrainedConfig
 IGNORE_INDEX = -100
 # a BERT recipe's sizes and model fields (bertkit.pretraining.RECIPES) in GPT's terms
 RECIPE_PRESETS = {"tiny": "gpt-tiny", "mini": "gpt-mini"}
-RECIPE_MODEL_FIELDS = {"hidden_dropout_prob": ("resid_pdrop", "embd_pdrop"), "attention_probs_dropout_prob": ("attn_pdrop",)}
+RECIPE_MODEL_FIELDS = {"hidden_dropout_prob": ("resid_pdrop", "embd_pdrop"),
+                       "attention_probs_dropout_prob": ("attn_pdrop",)}
 
 
 def decoder_presets() -> dict[str, ModelFamily]:
