@@ -49,6 +49,16 @@ _EXPORTS = {
     "XLNetForTokenClassification": "bertkit.model.xlnet",
     "XLNetForQuestionAnsweringSimple": "bertkit.model.xlnet",
     "XLNetForMultipleChoice": "bertkit.model.xlnet",
+    "GPT2Config": "bertkit.model.gpt",
+    "GPT2Model": "bertkit.model.gpt",
+    "GPT2LMHeadModel": "bertkit.model.gpt",
+    "GPT2DoubleHeadsModel": "bertkit.model.gpt",
+    "GPT2ForSequenceClassification": "bertkit.model.gpt",
+    "OpenAIGPTConfig": "bertkit.model.gpt",
+    "OpenAIGPTModel": "bertkit.model.gpt",
+    "OpenAIGPTLMHeadModel": "bertkit.model.gpt",
+    "OpenAIGPTDoubleHeadsModel": "bertkit.model.gpt",
+    "OpenAIGPTForSequenceClassification": "bertkit.model.gpt",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

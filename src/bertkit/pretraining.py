@@ -75,7 +75,11 @@ def with_recipe(values: dict[str, Any], recipe: str) -> dict[str, Any]:
     (it lands in run_config.json and the report); `model` merges key by key."""
     if recipe not in RECIPES:
         raise ConfigError(f"--recipe {recipe!r}: must be one of {', '.join(RECIPES)}")
+    from bertkit.objectives import get_objective
+
     defaults = RECIPES[recipe]
+    objective = values.get("objective", defaults.get("objective", PretrainConfig.objective))
+    defaults = get_objective(objective).recipe_defaults(defaults)  # in the objective's model's terms
     merged = {**defaults, **values, "recipe": recipe}
     if "model" in defaults and isinstance(values.get("model", {}), dict):
         merged["model"] = {**defaults["model"], **values.get("model", {})}

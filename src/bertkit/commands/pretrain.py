@@ -75,7 +75,7 @@ class _PretrainParser(argparse.ArgumentParser):
         self.setting_flags = tuple(names)
         preset = next(action for action in self._actions if action.dest == "preset")  # every objective's sizes
         for objective in OBJECTIVES:
-            preset.choices += [name for name in get_objective(objective).config_class.presets
+            preset.choices += [name for name in get_objective(objective).preset_names()
                                if name not in preset.choices]
         self.set_defaults(setting_flags=self.setting_flags)  # run() reads them off the namespace
 

@@ -98,12 +98,13 @@ def _add_train(commands) -> None:
         special.add_argument(f"--{role}-token", metavar="TOKEN")
     special.add_argument("--extra-special-tokens", metavar="A,B", help="more special tokens, comma-separated")
     special.add_argument("--unused-tokens", type=int, default=0, metavar="N", help="reserve [unused0]..[unusedN-1]")
-    unigram = p.add_argument_group("unigram special-token layouts (docs/tokenizers.md)")
+    unigram = p.add_argument_group("special-token layouts of unigram and bbpe (docs/tokenizers.md)")
     unigram.add_argument(
         "--layout",
         metavar="NAME",
-        help="xlnet (A <sep> <cls>, left padding; default), t5 (A </s>; default with --sentinels), "
-        "albert ([CLS] A [SEP])",
+        help="unigram: xlnet (A <sep> <cls>, left padding; default), t5 (A </s>; default with --sentinels), "
+        "albert ([CLS] A [SEP]); bbpe: roberta (<s> A </s>; default), gpt2 (<|endoftext|> as BOS/EOS/UNK, "
+        "no template), kogpt2 (</s> as BOS and EOS, <unk> <pad> <mask> <unused0>..<unused99>)",
     )
     unigram.add_argument(
         "--sentinels",
@@ -173,8 +174,12 @@ def run_train(args: argparse.Namespace) -> int:
     unigram = args.algorithm == "unigram"
     if unigram and (args.unused_tokens or any(overrides.values())):
         raise BertkitError("--algorithm unigram takes its special tokens from --layout (and --extra-special-tokens)")
-    if not unigram and (args.layout or args.sentinels):
-        raise BertkitError(f"--layout and --sentinels apply only to --algorithm unigram, not {args.algorithm}")
+    if args.algorithm == "bbpe" and args.layout not in (None, "roberta"):
+        if args.unused_tokens or any(overrides.values()):
+            raise BertkitError(f"--layout {args.layout} has its own special tokens (only --extra-special-tokens adds more)")
+    elif not unigram and (args.layout or args.sentinels):
+        raise BertkitError(f"--layout applies only to --algorithm unigram or bbpe, --sentinels only to unigram; "
+                           f"not {args.algorithm}")
     if args.cased and args.lowercase:
         raise BertkitError("--cased and --lowercase contradict each other")
     lowercase = True if args.lowercase else False if args.cased else None  # None: the algorithm's default

@@ -41,11 +41,13 @@ from tqdm import tqdm
 from bertkit.atomic import write_text_atomic
 from bertkit.data.corpus import SLICE_CHARS, Slice, iter_documents, iter_slices
 from bertkit.data.dataset import (
+    ROLE_FALLBACKS,
     TOKENIZER_DIR,
     job_marker_name,
     describe_difference,
     scan_job_markers,
     scan_shards,
+    special_token_id,
     tokenizer_fingerprint,
     tokenizer_summary,
 )
@@ -411,7 +413,7 @@ def make_instances(
 ) -> list[tuple]:
     """One copy's instances of `documents` in the recipe's format (bertkit.data.formats)."""
     return get_format(recipe["instance_format"]).make(documents, recipe, rng, tokenizer.cls_token_id,
-                                                      tokenizer.sep_token_id, random_documents)
+                                                      special_token_id(tokenizer, "sep"), random_documents)
 
 
 def _stream(seed: int, slice_index: int, copy: int, purpose: int) -> random.Random:
@@ -429,9 +431,10 @@ def _check_special_tokens(tokenizer: Any, tokenizer_dir: Any, format_roles: tupl
     """The roles the format inserts, pad, and mask when masking here (dynamic: the objective that masks checks)."""
     needed = (*format_roles, "pad", *(("mask",) if static else ()))
     for role in needed:
-        if getattr(tokenizer, f"{role}_token_id") is None:
+        if special_token_id(tokenizer, role) is None:
+            stand_in = f" or {ROLE_FALLBACKS[role]}" if role in ROLE_FALLBACKS else ""
             raise BertkitError(
-                f"{tokenizer_dir}: the tokenizer has no {role} token; this build needs "
+                f"{tokenizer_dir}: the tokenizer has no {role}{stand_in} token; this build needs "
                 f"{', '.join(needed)} tokens (set {role}_token in tokenizer_config.json)"
             )
 

@@ -1,4 +1,4 @@
-"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, XLNet): one registry entry each, declaring
+"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, T5, XLNet, GPT-2, GPT-1): one registry entry each, declaring
 what the family can do.
 
 Callers never name a model class or compare model types: they read config.json's
@@ -103,6 +103,12 @@ class ModelFamily:
     def can_generate(self) -> bool:
         return self.generator is not None
 
+    @property
+    def decoder_only(self) -> bool:
+        """A family whose generator continues the text in `input_ids` alone (no encoder inputs:
+        GPT-1, GPT-2): it pre-trains with objective clm and fine-tunes by GPT-1's recipe."""
+        return self.can_generate and "decoder_input_ids" not in self.input_names
+
     def generator_class(self, source: str | Path = "the model"):
         """The family's text-generating model class; a one-line error naming `source` when it has none."""
         if self.generator is None:
@@ -129,6 +135,8 @@ class ModelFamily:
 
 
 _BERT_HEADS = "bertkit.model.bert.task_heads"
+_GPT = "bertkit.model.gpt"
+GPT_INPUT_NAMES = ("input_ids", "attention_mask", "position_ids")
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
     "bert": ModelFamily("bert", "bertkit.model.bert.config:BertConfig", "bertkit.model.bert.modeling:BertModel", "bert", {
@@ -177,6 +185,15 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": "bertkit.model.xlnet.modeling:XLNetForMultipleChoice",
         "qa": "bertkit.model.xlnet.modeling:XLNetForQuestionAnsweringSimple",
     }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
+    # decoder-only: token_type_ids are not among the inputs, because GPT looks them up in its token
+    # table and encoder batches hold BERT's 0/1 segment ids there
+    "gpt2": ModelFamily("gpt2", f"{_GPT}.config:GPT2Config", f"{_GPT}.modeling:GPT2Model", "transformer", {
+        "classification": f"{_GPT}.modeling:GPT2ForSequenceClassification",
+    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:GPT2LMHeadModel", distillable=False),
+    "openai-gpt": ModelFamily("openai-gpt", f"{_GPT}.config:OpenAIGPTConfig", f"{_GPT}.modeling:OpenAIGPTModel",
+                              "transformer", {
+        "classification": f"{_GPT}.modeling:OpenAIGPTForSequenceClassification",
+    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:OpenAIGPTLMHeadModel", distillable=False),
 }
 
 

@@ -76,6 +76,18 @@ class PretrainingObjective(TrainingProgram):
         return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
 
     @classmethod
+    def recipe_defaults(cls, defaults: dict[str, Any]) -> dict[str, Any]:
+        """A `--recipe`'s defaults (bertkit.pretraining.RECIPES, written for BERT) in this
+        objective's terms: its presets and its model's field names. The base: as they are."""
+        return defaults
+
+    @classmethod
+    def preset_names(cls) -> list[str]:
+        """The sizes `--preset` offers this objective: its `config_class`'s presets (an objective
+        whose family follows from the preset, as clm's, lists its families')."""
+        return list(cls.config_class.presets)
+
+    @classmethod
     def model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any],
                      settings: ObjectiveSettings | None = None) -> PretrainedConfig:
         """The `config_class` config of a fresh run: the named `preset` sized for `data`'s

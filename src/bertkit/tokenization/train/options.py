@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.tokenization.files import MORPHEME_SPLITTERS
+from bertkit.tokenization.train.decoder_layouts import BBPE_LAYOUTS, DecoderLayout, decoder_layout
 from bertkit.tokenization.train.unigram import resolve_layout
 from bertkit.tokenization.train.wordpiece_likelihood import DEFAULT_SCORE, SCORES
 
@@ -107,7 +108,9 @@ class TrainOptions:
     to be merged. `limit_alphabet`: keep only the most frequent characters; words with other
     characters are left out (encoding makes them the unknown token). Not for bbpe, whose
     alphabet is the 256 bytes. `workers`: processes for word counting (None = all cores).
-    unigram only: `layout` ("xlnet", "t5", "albert"; None: t5 with sentinels, else xlnet)
+    bbpe: `layout` "roberta" (None: the default), "gpt2" or "kogpt2" (decoder_layouts.py:
+    a decoder's specials, no template, cased by default; `specials` other than `extra` do
+    not apply). unigram: `layout` ("xlnet", "t5", "albert"; None: t5 with sentinels, else xlnet)
     decides the special tokens and template (unigram.py); `sentinels` T5 sentinels at
     the top of the vocabulary; only `specials.extra` of `specials` applies (more special
     tokens after the layout's); `min_frequency` does not apply; text: NFKC always,
@@ -165,12 +168,25 @@ class TrainOptions:
                     raise ConfigError(
                         f"text.{name} ({flag}) does not apply to unigram (its text pipeline: NFKC, then case)"
                     )
+        elif self.algorithm == "bbpe" and self.layout is not None:
+            if self.layout not in BBPE_LAYOUTS:
+                raise ConfigError(f"layout={self.layout!r} is unknown for bbpe (allowed: {', '.join(BBPE_LAYOUTS)})")
+            if self.sentinels:
+                raise ConfigError("sentinels apply only to algorithm='unigram', not 'bbpe'")
+            if self.decoder_layout is not None and self.specials is not None and self.specials.unused:
+                raise ConfigError(f"unused tokens do not apply to layout={self.layout!r} (it has its own specials)")
         elif self.layout is not None or self.sentinels:
-            raise ConfigError(f"layout and sentinels apply only to algorithm='unigram', not {self.algorithm!r}")
+            raise ConfigError(
+                f"layout applies only to algorithm='unigram' or 'bbpe', sentinels only to 'unigram'; "
+                f"not {self.algorithm!r}"
+            )
         if not self.text_field:
             raise ConfigError("text_field must be a non-empty JSON key")
         if self.text.lowercase is None:  # resolve the per-algorithm default once
-            lowercase = resolve_layout(self.layout, self.sentinels).lowercase if self.algorithm == "unigram" else True
+            if self.algorithm == "unigram":
+                lowercase = resolve_layout(self.layout, self.sentinels).lowercase
+            else:
+                lowercase = self.decoder_layout is None  # GPT-2 and KoGPT2 are cased
             object.__setattr__(self, "text", replace(self.text, lowercase=lowercase))
         if self.text.tokenize_chinese_chars is None:  # resolve the per-algorithm default once
             object.__setattr__(self, "text", replace(self.text, tokenize_chinese_chars=self.algorithm != "bbpe"))
@@ -186,9 +202,21 @@ class TrainOptions:
     def special_tokens(self) -> SpecialTokens:
         return self.specials if self.specials is not None else default_specials(self.algorithm)
 
+    @property
+    def decoder_layout(self) -> DecoderLayout | None:
+        """bbpe's decoder layout (gpt2, kogpt2); None for the encoder layouts."""
+        return decoder_layout(self.layout) if self.algorithm == "bbpe" else None
+
+    def reserved_tokens(self) -> list[str]:
+        """The special tokens opening the vocabulary, in id order."""
+        layout = self.decoder_layout
+        if layout is not None:
+            return layout.reserved_tokens(self.special_tokens.extra)
+        return self.special_tokens.tokens()
+
     def room_to_learn(self, alphabet_size: int) -> int:
         """Tokens left to learn after the specials and the alphabet; an error when negative."""
-        reserved = len(self.special_tokens.tokens())
+        reserved = len(self.reserved_tokens())
         room = self.vocab_size - reserved - alphabet_size
         if room < 0:
             hint = "" if self.algorithm == "bbpe" else " or a limit_alphabet"
