@@ -49,6 +49,9 @@ _EXPORTS = {
     "XLNetForTokenClassification": "bertkit.model.xlnet",
     "XLNetForQuestionAnsweringSimple": "bertkit.model.xlnet",
     "XLNetForMultipleChoice": "bertkit.model.xlnet",
+    "ElmoConfig": "bertkit.model.elmo",
+    "ElmoBiLM": "bertkit.model.elmo",
+    "ScalarMix": "bertkit.model.scalar_mix",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

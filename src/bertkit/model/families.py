@@ -87,6 +87,9 @@ class ModelFamily:
     # task distillation's student is the teacher's config with fewer `num_hidden_layers`,
     # its layers copied from `encoder.layer.N` (BERT-shaped encoders)
     distillable: bool = True
+    # the model reads words as characters (ELMo's `character_ids`), not the tokenizer's sub-word
+    # ids: callers build its inputs from words (bertkit.data.words) and get one vector per word
+    reads_words: bool = False
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -177,6 +180,9 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": "bertkit.model.xlnet.modeling:XLNetForMultipleChoice",
         "qa": "bertkit.model.xlnet.modeling:XLNetForQuestionAnsweringSimple",
     }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
+    # a biLM over words' characters: no task heads (its layers feed a task through a scalar mix, `features`)
+    "elmo": ModelFamily("elmo", "bertkit.model.elmo.config:ElmoConfig", "bertkit.model.elmo.modeling:ElmoBiLM", "elmo",
+                        input_names=("character_ids", "attention_mask"), distillable=False, reads_words=True),
 }
 
 
