@@ -268,7 +268,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
         raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
                           f"max_position_embeddings ({base.position_limit}) in {source}/config.json")
     tokenizer = Tokenizer.from_pretrained(source)
-    if tokenizer.vocab_size > base.vocab_size:
+    if tokenizer.vocab_size > getattr(base, "vocab_size", tokenizer.vocab_size):  # ELMo reads characters: no vocab
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
     family = get_task_family(config.family)

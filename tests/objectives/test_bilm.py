@@ -41,7 +41,11 @@ def test_words_are_whole_words_of_the_tokenizer(packed):
     assert len(ids) > 7  # "unhurried" is several pieces of this 400-token vocabulary
     assert words.words(ids) == ["elizabeth", "walked", ",", "unhurried", "."]
     assert words.text_words(["Elizabeth walked, unhurried."]) == [["elizabeth", "walked", ",", "unhurried", "."]]
-    assert words.given_words(["U.S.", "Élan"]) == ["u.s.", "elan"]  # pre-split words stay one word each
+    encoded = tokenizer(["U.S.", "Élan", "visits"], is_split_into_words=True)
+    ids, given = np.array(encoded["input_ids"]), np.array([-1 if w is None else w for w in encoded.word_ids()])
+    found, index = words.grouped_words(ids, given)
+    assert found == ["u.s.", "elan", "visits"]  # pre-split words stay one word each
+    assert index[0] == -1 and index[-1] == -1 and index[1] == 0 and index.max() == 2
 
 
 def test_word_vocabulary_file_errors(tmp_path):

@@ -10,8 +10,9 @@ tokenizer could not spell reads as its unknown token ("[UNK]").
 
 - token ids (a built data directory's instances): `TokenWords.words(ids)`;
 - texts: `TokenWords.text_words(texts)` tokenizes them (no specials) and applies the same rule;
-- words already split (CoNLL's, `given_words`): each given word is one word, its characters
-  the tokenizer's normaliser applied to it, so a tagger's labels stay one per word.
+- words already split (CoNLL's: a tagging window's `word_ids`, `grouped_words`): each given
+  word is one word, the decoding of its tokens with whitespace removed ("U.S." stays one
+  word), so a tagger's labels stay one per word.
 """
 
 from __future__ import annotations
@@ -63,6 +64,38 @@ class TokenWords:
         alone = begins & np.concatenate([begins[1:], [True]]) & ~special
         return ids[alone]
 
+    def positions(self, ids: np.ndarray, word_ids: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """(T,) ids -> ((T,) the word index of each position, -1 for special tokens; word count).
+        `word_ids` (T,) (a tagging window's: the given word of each token, -1 for none) groups
+        the tokens by given word instead of by the tokenizer's word starts."""
+        ids = np.asarray(ids, dtype=np.int64)
+        index = np.full(ids.shape, -1, dtype=np.int64)
+        if word_ids is not None:
+            word_ids = np.asarray(word_ids, dtype=np.int64)
+            real = (word_ids >= 0) & ~self.special[ids]
+            begins = real & np.concatenate([[True], word_ids[1:] != word_ids[:-1]])
+        else:
+            real = ~self.special[ids]
+            begins = real & (self.starts[ids] | np.concatenate([[True], self.special[ids[:-1]]]))
+            if self.ends is not None:
+                begins[1:] |= real[1:] & self.ends[ids[:-1]]
+        index[real] = (np.cumsum(begins) - 1)[real]
+        return index, int(begins.sum())
+
+    def grouped_words(self, ids: np.ndarray, word_ids: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
+        """(words, (T,) word index per position or -1) of one row of token ids: each word's
+        text is the decoding of its tokens with whitespace removed (a given word never holds
+        a space; a piece that decodes to nothing stays a word, as its token)."""
+        index, count = self.positions(ids, word_ids)
+        groups = [[] for _ in range(count)]
+        for token, word in zip(np.asarray(ids).tolist(), index.tolist()):
+            if word >= 0:
+                groups[word].append(token)
+        texts = self.tokenizer.backend.decode_batch(groups, skip_special_tokens=False) if groups else []
+        words = ["".join(text.split()) or self.tokenizer.convert_ids_to_tokens(group[0])
+                 for text, group in zip(texts, groups)]
+        return words, index
+
     def words(self, ids: np.ndarray) -> list[str]:
         """(T,) token ids -> the words' texts (a piece that decodes to nothing is no word)."""
         groups = self.split(ids)
@@ -73,11 +106,3 @@ class TokenWords:
         """Each text's words (tokenized without special tokens, then `words`)."""
         encoded = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
         return [self.words(np.asarray(ids, dtype=np.int64)) for ids in encoded]
-
-    def given_words(self, words: Sequence[str]) -> list[str]:
-        """Words split already (a tagging file's): each normalised by the tokenizer, one word each
-        (an empty result keeps the word as given, so positions never shift)."""
-        normalizer = self.tokenizer.backend.normalizer
-        if normalizer is None:
-            return list(words)
-        return [normalizer.normalize_str(word).strip() or word for word in words]

@@ -259,6 +259,9 @@ def model_inputs(model: Any, batch: Mapping[str, Any], device: Any = None) -> di
     """The entries of `batch` (a mapping with HF input names) that `model` takes: its
     family's declared `input_names`, those the batch holds, moved to `device` when given.
     `model` may be a model (wrapped or not) or a `ModelFamily`."""
-    family = model if isinstance(model, ModelFamily) else family_of_model(model)
+    if isinstance(model, ModelFamily):
+        names = model.input_names
+    else:  # a model may declare its own inputs (a frozen encoder + tagger reads the given words too)
+        names = getattr(unwrap_model(model), "input_names", None) or family_of_model(model).input_names
     return {name: batch[name] if device is None else batch[name].to(device)
-            for name in family.input_names if name in batch and batch[name] is not None}
+            for name in names if name in batch and batch[name] is not None}

@@ -75,6 +75,15 @@ class ElmoConfig(PretrainedConfig):
         return self.num_layers + 1
 
     @property
+    def hidden_dropout_prob(self) -> float:
+        """The dropout a head on the representations uses (a feature tagger's): the biLM's."""
+        return self.dropout
+
+    @property
+    def classifier_dropout(self) -> None:
+        return None
+
+    @property
     def num_filters(self) -> int:
         return sum(count for _, count in self.filters)
 
