@@ -79,26 +79,35 @@ class LstmWithProjection(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         """inputs (B, W, I), left-aligned (a row's padding after its words: it cannot reach them)
         -> (B, W, P) outputs."""
-        batch, words, _ = inputs.shape
-        gates_in = self.input_linearity(inputs)  # (B, W, 4c): every step's input term in one matmul
-        memory = inputs.new_zeros(batch, self.cell_size)
-        state = inputs.new_zeros(batch, self.state_projection.out_features)
-        outputs = []
-        c = self.cell_size
-        for t in range(words):
-            gates = torch.addmm(self.state_linearity.bias, state, self.state_linearity.weight.t()) + gates_in[:, t]
-            input_gate = torch.sigmoid(gates[:, :c])
-            forget_gate = torch.sigmoid(gates[:, c:2 * c])
-            memory_init = torch.tanh(gates[:, 2 * c:3 * c])
-            output_gate = torch.sigmoid(gates[:, 3 * c:])
-            memory = input_gate * memory_init + forget_gate * memory
-            if self.cell_clip is not None:
-                memory = memory.clamp(-self.cell_clip, self.cell_clip)
-            state = self.state_projection(output_gate * torch.tanh(memory))
-            if self.proj_clip is not None:
-                state = state.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(state)
-        return torch.stack(outputs, dim=1)  # (B, W, P)
+        return run_lstms([self], inputs[None])[0]
+
+
+def run_lstms(cells: list[LstmWithProjection], inputs: torch.Tensor) -> torch.Tensor:
+    """Several LSTMP layers of the same shapes over their own inputs in one loop over words
+    (the forward and backward LMs' layer k side by side: half the Python steps, batched
+    matmuls): inputs (D, B, W, I) -> (D, B, W, P)."""
+    first = cells[0]
+    c, clip_cell, clip_proj = first.cell_size, first.cell_clip, first.proj_clip
+    w_in = torch.stack([cell.input_linearity.weight for cell in cells])  # (D, 4c, I)
+    w_state = torch.stack([cell.state_linearity.weight.t() for cell in cells])  # (D, P, 4c)
+    b_state = torch.stack([cell.state_linearity.bias for cell in cells])[:, None, :]  # (D, 1, 4c)
+    w_proj = torch.stack([cell.state_projection.weight.t() for cell in cells])  # (D, c, P)
+    directions, batch, words, _ = inputs.shape
+    gates_in = torch.matmul(inputs, w_in.transpose(1, 2)[:, None])  # (D, B, W, 4c): every step's input term at once
+    memory = inputs.new_zeros(directions, batch, c)
+    state = inputs.new_zeros(directions, batch, w_proj.shape[-1])
+    outputs = []
+    for t in range(words):
+        gates = torch.baddbmm(b_state, state, w_state) + gates_in[:, :, t]  # (D, B, 4c): input, forget, memory, output
+        squashed = torch.sigmoid(gates)
+        memory = squashed[..., c:2 * c] * memory + squashed[..., :c] * torch.tanh(gates[..., 2 * c:3 * c])
+        if clip_cell is not None:
+            memory = memory.clamp(-clip_cell, clip_cell)
+        state = torch.bmm(squashed[..., 3 * c:] * torch.tanh(memory), w_proj)  # (D, B, P)
+        if clip_proj is not None:
+            state = state.clamp(-clip_proj, clip_proj)
+        outputs.append(state)
+    return torch.stack(outputs, dim=2)  # (D, B, W, P)
 
 
 def reverse_words(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -131,8 +140,8 @@ class ElmoLstm(nn.Module):
         forward, backward = tokens, reverse_words(tokens, lengths)
         layers = []
         for index in range(self.num_layers):
-            next_forward = self.layer("forward", index)(forward)
-            next_backward = self.layer("backward", index)(backward)
+            cells = [self.layer("forward", index), self.layer("backward", index)]
+            next_forward, next_backward = run_lstms(cells, torch.stack([forward, backward])).unbind(0)
             if index > 0 and self.use_skip_connections:
                 next_forward, next_backward = next_forward + forward, next_backward + backward
             forward, backward = next_forward, next_backward
