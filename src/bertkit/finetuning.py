@@ -145,8 +145,8 @@ class FinetuneConfig(TrainingConfig):
 
             check_choice("features", self.features, LAYER_CHOICES)
             if get_task_family(self.family).feature_program is None:
-                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
-                                  f"not {self.family}")
+                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging) and "
+                                  f"classification, not {self.family}")
         if self.text2text_task is not None:
             from bertkit.tasks.text2text import TASKS
 

@@ -61,7 +61,7 @@ from bertkit.features import load_feature_encoder
 from bertkit.model.scalar_mix import ScalarMix
 from bertkit.model.families import model_inputs
 from bertkit.model.outputs import TokenClassifierOutput
-from bertkit.tasks.programs import TaggingProgram, TaskData, feature_length
+from bertkit.tasks.programs import ClassificationProgram, TaggingProgram, TaskData, feature_length
 
 TAGGER_CONFIG_FILE = "feature_tagger.json"
 TAGGER_WEIGHTS_FILE = "feature_tagger.safetensors"
@@ -93,6 +93,7 @@ class FeatureTaggerConfig:
     lstm_num_layers: int = 2
     dropout: float = 0.1
     cache_dtype: str = "float16"
+    pooling: str | None = None  # None: a label per token (tagging); "mean": one per sequence (classification)
 
     @property
     def token_shape(self) -> tuple[int, ...]:
@@ -158,7 +159,9 @@ def encoder_weights_file(directory: str | Path) -> Path:
 
 
 class FeatureTagger(nn.Module):
-    """Cached encoder features -> (scalar mix) -> dropout -> BiLSTM -> dropout -> linear."""
+    """Cached encoder features -> (scalar mix) -> dropout -> BiLSTM -> dropout -> linear, per token;
+    with `pooling` "mean" the BiLSTM states are averaged over the real tokens first (one label
+    per sequence: feature-based classification)."""
 
     def __init__(self, config: FeatureTaggerConfig):
         super().__init__()
@@ -181,6 +184,12 @@ class FeatureTagger(nn.Module):
         packed = pack_padded_sequence(self.dropout(features), lengths, batch_first=True, enforce_sorted=False)
         hidden, _ = self.lstm(packed)
         hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=width)  # (B, T, 2 * lstm hidden)
+        if self.config.pooling == "mean":
+            from bertkit.model.layers import mean_over_tokens
+
+            logits = self.classifier(self.dropout(mean_over_tokens(hidden, attention_mask)))  # (B, K)
+            loss = None if labels is None else F.cross_entropy(logits, labels)
+            return TokenClassifierOutput(loss, logits)
         logits = self.classifier(self.dropout(hidden))  # (B, T, K)
         loss = None
         if labels is not None:
@@ -335,17 +344,19 @@ def run_cached(model: FeatureTagger, features: Sequence[dict[str, Any]], collate
         logits = model(features=batch["hidden"].to(device),
                        attention_mask=batch["attention_mask"].to(device)).logits.float().cpu().numpy()
         for row, index in enumerate(rows):
-            outputs[index] = logits[row, : feature_length(features[index])]
+            outputs[index] = logits[row, : feature_length(features[index])] if logits.ndim == 3 else logits[row]
     return outputs  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------- the program
 
 
-class FeatureTaggingProgram(TaggingProgram):
-    """NER with a frozen encoder: trains a `FeatureTagger` on features cached in each
-    window's `hidden` (see `build_feature_cache`); reading, encoding, metrics and the
-    training order are TaggingProgram's."""
+class FeatureBasedProgram:
+    """What the feature-based programs share: batches of cached features (`hidden`), the
+    trained model a `FeatureTagger`, the checkpoint the tagger alone (see the module docstring).
+    Mixed in before a task family's program, whose reading, encoding and metrics it keeps."""
+
+    pooling: str | None = None  # the FeatureTagger's (None: per token)
 
     @classmethod
     def model_class(cls, config=None):
@@ -386,12 +397,30 @@ class FeatureTaggingProgram(TaggingProgram):
 
         config = FeatureTaggerConfig(cache.features, cache.encoder, cache.encoder_sha256, encoder_config.hidden_size,
                                      encoder_config.num_hidden_layers + 1, list(labels), lstm_hidden_size,
-                                     lstm_num_layers, classifier_dropout(encoder_config), cache.dtype)
+                                     lstm_num_layers, classifier_dropout(encoder_config), cache.dtype, cls.pooling)
         model = FeatureTagger(config)
         count = sum(p.numel() for p in model.parameters())
         mix = "scalar mix + " if model.scalar_mix is not None else ""
         return model, [f"the whole tagger ({mix}{lstm_num_layers}-layer BiLSTM {lstm_hidden_size} + linear, "
                        f"{count:,} parameters; encoder frozen)"]
+
+
+class FeatureTaggingProgram(FeatureBasedProgram, TaggingProgram):
+    """NER with a frozen encoder: a `FeatureTagger` per token on each window's cached features."""
+
+
+class FeatureClassificationProgram(FeatureBasedProgram, ClassificationProgram):
+    """Sequence classification with a frozen encoder (ELMo's use): the tagger's BiLSTM states
+    averaged over the real tokens, then a linear layer; regression is not offered."""
+
+    pooling = "mean"
+
+    @classmethod
+    def fit_spec(cls, spec, train_examples: list):
+        spec = super().fit_spec(spec, train_examples)
+        if spec.regression:
+            raise ConfigError("field 'features': feature-based classification takes class labels, not regression")
+        return spec
 
 
 # ---------------------------------------------------------------------------- loading
