@@ -94,3 +94,23 @@ def test_a_vocabulary_without_unk_is_one_line(packed, tmp_path, capsys):
     assert main(pretrain_args(packed, tmp_path / "run", "--set", f"word_vocab={bad}")) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "words.txt: the word vocabulary has no <UNK> line" in err[0]
+
+
+def test_two_process_ddp_matches_one_process(packed, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    common = ["--set", "max_steps=3", "--set", "log_steps=1", "--set", "save_steps=100", "--set", "eval_steps=100",
+              "--set", "model.dropout=0"]
+    assert main(pretrain_args(packed, tmp_path / "single", *common)) == 0
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29547", "-m",
+           "bertkit", *pretrain_args(packed, tmp_path / "ddp", *common)]
+    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def losses(run: Path) -> list[float]:
+        return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+
+    assert len(losses(tmp_path / "single")) == 3
+    assert losses(tmp_path / "ddp") == pytest.approx(losses(tmp_path / "single"), rel=1e-5)
