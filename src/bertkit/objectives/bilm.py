@@ -43,6 +43,7 @@ from bertkit.model.elmo.modeling import word_targets
 from bertkit.model.families import model_inputs
 from bertkit.objectives.base import PretrainingObjective
 from bertkit.objectives.settings import ObjectiveSettings, setting
+from bertkit.training.config import EVAL_SEED
 
 WORDS_FILE = "elmo_words.txt"
 UNK = "<UNK>"
@@ -148,9 +149,8 @@ class BilmObjective(PretrainingObjective):
                    ("Perplexity", ["forward_perplexity", "backward_perplexity",
                                    "eval_forward_perplexity", "eval_backward_perplexity"])]
 
-    def __init__(self, model, train, eval_data, masking, seed, eval_seed=None, settings=None):
-        kwargs = {} if eval_seed is None else {"eval_seed": eval_seed}
-        super().__init__(model, train, eval_data, masking, seed, settings=settings, **kwargs)
+    def __init__(self, model, train, eval_data, masking, seed, eval_seed=EVAL_SEED, settings=None):
+        super().__init__(model, train, eval_data, masking, seed, eval_seed, settings)
         self.words = TokenWords(self.tokenizer)
         self.vocabulary = word_vocabulary(train, self.settings)
         size = model.config.n_tokens_vocab

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.errors import BertkitError
 from bertkit.model.elmo.characters import BOS, EOS, CharacterMapper, batch_character_ids
 from bertkit.model.elmo.config import ElmoConfig
 from bertkit.model.elmo.layers import CharacterEncoder, ElmoLstm, Highway
@@ -136,8 +137,6 @@ class ElmoBiLM(ElmoPreTrainedModel):
         word and layer, the <S> / </S> positions removed. An empty sentence is an error naming it."""
         for index, words in enumerate(sentences):
             if not words:
-                from bertkit.errors import BertkitError
-
                 raise BertkitError(f"{where} {index + 1}: an empty sentence (no words to represent)")
         ids = self.character_ids(sentences, where, mapper).to(next(self.parameters()).device)
         out = self(ids)
