@@ -114,3 +114,11 @@ def test_two_process_ddp_matches_one_process(packed, tmp_path):
 
     assert len(losses(tmp_path / "single")) == 3
     assert losses(tmp_path / "ddp") == pytest.approx(losses(tmp_path / "single"), rel=1e-5)
+
+
+def test_a_transformer_preset_is_one_line(packed, tmp_path, capsys):
+    args = pretrain_args(packed, tmp_path / "run")
+    args[args.index("elmo-tiny")] = "tiny"
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown preset 'tiny'; choose one of elmo-tiny, elmo-small, elmo-original" in err[0]
