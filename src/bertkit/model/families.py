@@ -121,8 +121,9 @@ class ModelFamily:
 
     def task_class(self, task_family: str, source: str | Path = "the model"):
         if task_family not in self.tasks:
+            hint = "; its layers feed a task frozen: add --features scalar_mix (ner, classify)" if not self.tasks else ""
             raise BertkitError(f"{source}: {self.model_type} models have no {task_family} head in bertkit "
-                               f"(available: {', '.join(self.tasks) or 'none'})")
+                               f"(available: {', '.join(self.tasks) or 'none'}){hint}")
         return _resolve(self.tasks[task_family])
 
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
