@@ -16,7 +16,8 @@ full softmax.
 Then where bertkit's step goes (forward + backward of each part alone: the character CNN,
 the LSTMs, the softmax; a sampled softmax of `--samples` words beside the full one) and
 `embed` throughput (`ElmoBiLM.embed_words`, words/s, inference mode). Timing: best of
-`--repeats` interleaved rounds (bench.common); run under flock on a shared machine.
+`--repeats` interleaved rounds (bench.common), wall time, or CPU time with `--threads 1
+--cpu-time` (steadier on a machine shared with other jobs); run under flock.
 """
 
 from __future__ import annotations
@@ -89,9 +90,13 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1024, help="negatives of the sampled softmax measured")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
     args = parser.parse_args()
+    if args.cpu_time and args.threads != 1:
+        parser.error("--cpu-time needs --threads 1")
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), wall time; {args.preset}, batch {args.batch_size} x "
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {'CPU' if args.cpu_time else 'wall'} time; {args.preset}, batch {args.batch_size} x "
           f"{args.words} words of {args.chars} chars, softmax {args.vocab}; {load_average()}")
     batch = make_batch(args.batch_size, args.words, args.chars, args.vocab)
     words = args.batch_size * args.words
@@ -104,7 +109,7 @@ def main() -> int:
             loss = loss_fn(model)
             loss.backward()
             optimizer.step()
-            return float(loss)
+            return float(loss.detach())
         return step
 
     def ours_loss(model):
@@ -119,7 +124,7 @@ def main() -> int:
              "reference": step_of(reference, lambda m: m(*batch))}
     for step in steps.values():
         step()
-    times, _ = interleaved_best(steps, args.repeats)
+    times, _ = interleaved_best(steps, args.repeats, clock)
     for name, seconds in times.items():
         print(f"  {name:15s} step {seconds * 1e3:8.1f} ms  {words / seconds:8.0f} words/s")
     print(f"  ratio reference / bertkit: {times['reference'] / times['bertkit']:.2f} "
@@ -147,7 +152,7 @@ def main() -> int:
         f"sampled {args.samples} x2": part(lambda: 2 * F.cross_entropy(
             F.linear(top, model.softmax.weight[sample], model.softmax.bias[sample]), targets % args.samples)),
     }
-    part_times, _ = interleaved_best(parts, args.repeats)
+    part_times, _ = interleaved_best(parts, args.repeats, clock)
     total = times["bertkit (clip)"]
     for name, seconds in part_times.items():
         print(f"  {name:15s} fwd+bwd {seconds * 1e3:8.1f} ms  ({seconds / total:.0%} of the step)")
@@ -157,9 +162,9 @@ def main() -> int:
     model.eval()
     with torch.inference_mode():
         model.embed_words(sentences[:4])
-        start = time.perf_counter()
+        start = clock()
         model.embed_words(sentences)
-        seconds = time.perf_counter() - start
+        seconds = clock() - start
     print(f"  embed: {len(sentences)} sentences x {args.words - 2} words in {seconds:.2f} s = "
           f"{len(sentences) * (args.words - 2) / seconds:.0f} words/s")
     return 0
