@@ -122,6 +122,13 @@ class ElmoBiLM(ElmoPreTrainedModel):
         loss = F.cross_entropy(logits.float(), gold, reduction="sum")
         return loss, (logits.argmax(-1) == gold).sum(), int(gold.numel())
 
+    @classmethod
+    def from_bilm_tf(cls, options_file, weight_file) -> "ElmoBiLM":
+        """A published ELMo (bilm-tf's options.json + weights.hdf5; needs h5py): bertkit.model.elmo.bilm_tf."""
+        from bertkit.model.elmo.bilm_tf import load_bilm_tf
+
+        return load_bilm_tf(options_file, weight_file)
+
     # ---- words in, representations out ----------------------------------------------------
     def character_ids(self, sentences: Sequence[Sequence[str]], where: str = "sentence",
                       mapper: CharacterMapper | None = None) -> torch.Tensor:
