@@ -21,11 +21,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from bertkit.errors import BertkitError
 from bertkit.model.elmo.config import ElmoConfig
-from bertkit.model.elmo.modeling import ElmoBiLM
 
 
 def _h5py():
@@ -47,8 +45,9 @@ def _swap_memory_and_forget(rows: np.ndarray, cell: int) -> np.ndarray:
     return out
 
 
-def load_bilm_tf(options_file: str | Path, weight_file: str | Path) -> ElmoBiLM:
-    """An `ElmoBiLM` (eval mode) holding a published ELMo; errors name the file and the missing array."""
+def read_bilm_tf(options_file: str | Path, weight_file: str | Path) -> tuple[ElmoConfig, dict[str, np.ndarray]]:
+    """(config, state dict in ElmoBiLM's names) of a published ELMo; errors name the file and the
+    missing array. `ElmoBiLM.from_bilm_tf` builds the model from them."""
     h5py = _h5py()
     options_file, weight_file = Path(options_file), Path(weight_file)
     try:
@@ -56,7 +55,6 @@ def load_bilm_tf(options_file: str | Path, weight_file: str | Path) -> ElmoBiLM:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BertkitError(f"{options_file}: not a readable options.json ({exc})") from None
     config = ElmoConfig.from_options({**options, "n_tokens_vocab": 0}, str(options_file))
-    model = ElmoBiLM(config)
     state = {}
     try:
         with h5py.File(weight_file, "r") as fin:
@@ -92,13 +90,4 @@ def load_bilm_tf(options_file: str | Path, weight_file: str | Path) -> ElmoBiLM:
                     state[f"{prefix}.state_projection.weight"] = array(f"{path}/W_P_0").T
     except OSError as exc:
         raise BertkitError(f"{weight_file}: not a readable HDF5 file ({exc})") from None
-    expected = model.state_dict()
-    for key, value in state.items():
-        if tuple(value.shape) != tuple(expected[key].shape):
-            raise BertkitError(f"{weight_file}: {key} has shape {tuple(value.shape)}, options.json implies "
-                               f"{tuple(expected[key].shape)}")
-    missing = set(expected) - set(state)
-    if missing:
-        raise BertkitError(f"{weight_file}: nothing maps to {sorted(missing)[0]}")
-    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()})
-    return model.eval()
+    return config, state

@@ -124,10 +124,21 @@ class ElmoBiLM(ElmoPreTrainedModel):
 
     @classmethod
     def from_bilm_tf(cls, options_file, weight_file) -> "ElmoBiLM":
-        """A published ELMo (bilm-tf's options.json + weights.hdf5; needs h5py): bertkit.model.elmo.bilm_tf."""
-        from bertkit.model.elmo.bilm_tf import load_bilm_tf
+        """A published ELMo (bilm-tf's options.json + weights.hdf5; needs h5py) in eval mode: the
+        arrays mapped by bertkit.model.elmo.bilm_tf, checked against the options' shapes."""
+        from bertkit.model.elmo.bilm_tf import read_bilm_tf
 
-        return load_bilm_tf(options_file, weight_file)
+        config, state = read_bilm_tf(options_file, weight_file)
+        model = cls(config)
+        expected = model.state_dict()
+        for key in expected:
+            if key not in state:
+                raise BertkitError(f"{weight_file}: nothing maps to {key}")
+            if tuple(state[key].shape) != tuple(expected[key].shape):
+                raise BertkitError(f"{weight_file}: {key} has shape {tuple(state[key].shape)}, options.json implies "
+                                   f"{tuple(expected[key].shape)}")
+        model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()})
+        return model.eval()
 
     # ---- words in, representations out ----------------------------------------------------
     def character_ids(self, sentences: Sequence[Sequence[str]], where: str = "sentence",
