@@ -59,6 +59,9 @@ _EXPORTS = {
     "OpenAIGPTLMHeadModel": "bertkit.model.gpt",
     "OpenAIGPTDoubleHeadsModel": "bertkit.model.gpt",
     "OpenAIGPTForSequenceClassification": "bertkit.model.gpt",
+    "ElmoConfig": "bertkit.model.elmo",
+    "ElmoBiLM": "bertkit.model.elmo",
+    "ScalarMix": "bertkit.model.scalar_mix",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

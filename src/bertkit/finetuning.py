@@ -150,8 +150,8 @@ class FinetuneConfig(TrainingConfig):
 
             check_choice("features", self.features, LAYER_CHOICES)
             if get_task_family(self.family).feature_program is None:
-                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
-                                  f"not {self.family}")
+                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging) and "
+                                  f"classification, not {self.family}")
         if self.text2text_task is not None:
             from bertkit.tasks.text2text import TASKS
 
@@ -304,7 +304,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
         name = "lm_coef" if config.lm_coef else "classifier_dropout"
         raise ConfigError(f"field {name!r} belongs to GPT-1's recipe (a decoder-only model); {source} is a "
                           f"{base.model_type} model (its classifier dropout is model.hidden_dropout_prob or the like)")
-    if tokenizer.vocab_size > base.vocab_size:
+    if tokenizer.vocab_size > getattr(base, "vocab_size", tokenizer.vocab_size):  # ELMo reads characters: no vocab
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
     family = get_task_family(config.family)

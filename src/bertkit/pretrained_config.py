@@ -182,6 +182,11 @@ class PretrainedConfig:
         None when it has no limit (relative encodings: XLNet)."""
         return getattr(self, "max_position_embeddings", None)
 
+    def describe_size(self) -> str:
+        """The model's shape in a few words, for reports ("2 layers, hidden 128, 2 heads" for the
+        Transformer families; a family of another shape says its own)."""
+        return f"{self.num_hidden_layers} layers, hidden {self.hidden_size}, {self.num_attention_heads} heads"
+
     # ---- checks -------------------------------------------------------------------
     def validate(self) -> None:
         """The shared checks; a family's `validate` runs its own, then calls this."""

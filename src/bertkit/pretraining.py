@@ -217,7 +217,8 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
     fresh: list[str] = []
     if source is not None:
         model = objective_cls.load_model(source)
-        if model.config.vocab_size != info.vocab_size:
+        # a model over words' characters (ELMo) has no sub-word vocabulary to match
+        if getattr(model.config, "vocab_size", info.vocab_size) != info.vocab_size:
             raise BertkitError(
                 f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
                 f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
@@ -277,8 +278,7 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
         final.update({k: v for k, v in evals[-1].items() if k not in objective.evaluation_details()})
     mc = model.config
     sections = [
-        ("Run", {"objective": config.objective, "model": f"{mc.num_hidden_layers} layers, hidden {mc.hidden_size}, "
-                 f"{mc.num_attention_heads} heads, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters",
+        ("Run", {"objective": config.objective, "model": f"{mc.describe_size()}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters",
                  "initialised from": config.init_from or f"preset {config.preset} (random)",
                  **({"initialised fresh": ", ".join(fresh or []) or "nothing (every weight loaded)"}
                     if config.init_from else {}),

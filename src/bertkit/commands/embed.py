@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         buffer = io.BytesIO()
         np.save(buffer, vectors)
         write_bytes_atomic(args.output, buffer.getvalue())
-        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} float32 to {args.output}", file=sys.stderr)
+        print(f"wrote {' x '.join(str(n) for n in vectors.shape)} float32 to {args.output}", file=sys.stderr)
         return 0
     lines = "".join(json.dumps({"text": t, "embedding": np.round(v.astype(np.float64), 6).tolist()}, ensure_ascii=False) + "\n"
                     for t, v in zip(texts, vectors))

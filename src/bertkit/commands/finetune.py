@@ -37,7 +37,8 @@ _COMMON_FIELDS = {
 }
 TASK_FIELDS = {
     "glue": {"task": "glue_task"},
-    "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column"},
+    "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column",
+                 "features": "features", "lstm_hidden_size": "lstm_hidden_size"},
     "ner": {"tag_column": "tag_column", "features": "features", "lstm_hidden_size": "lstm_hidden_size"},
     "multiple-choice": {"train_labels": "train_labels", "dev_labels": "dev_labels"},
     "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
@@ -67,6 +68,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--pair-column", help="column holding the second text of a pair (optional)")
     p.add_argument("--label-column", help="column holding the label (default: label)")
     p.add_argument("--regression", action="store_true", help="numeric labels: one output, MSE loss")
+    _add_feature_options(p, "a BiLSTM whose states, averaged over the tokens, feed a linear classifier")
     _add_common(p)
 
     p = tasks.add_parser("ner", help="token tagging from CoNLL files (IOB1 / IOB2 / IOBES)")
@@ -104,17 +106,22 @@ def add_text2text_options(p) -> None:
     p.add_argument("--num-beams", type=int, help="dev decoding: beam search with this many beams (default 1: greedy)")
 
 
+def _add_feature_options(p, head: str) -> None:
+    p.add_argument("--features", metavar="LAYERS",
+                   help=f"feature-based approach (paper Table 7; ELMo's): freeze the encoder (BERT or ELMo) and train "
+                        f"{head} on these features: {', '.join(LAYER_CHOICES)}; scalar_mix / weighted_sum train the "
+                        "layers' mix with the task (default lr then 1e-3)")
+    p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction "
+                                                        "(default 256; the paper 768)")
+
+
 def add_task_options(p, task: str, feature_based: bool = True) -> None:
     """The flags of task `task` (ner, multiple-choice, squad) on parser or argument group
     `p`; `bertkit distill --task` shares them (without ner's feature-based flags)."""
     if task == "ner":
         p.add_argument("--tag-column", type=int, help="which whitespace-separated column holds the tag (default: last)")
         if feature_based:
-            p.add_argument("--features", metavar="LAYERS",
-                           help="feature-based approach (paper Table 7): freeze the encoder and train a BiLSTM tagger "
-                                f"on these features: {', '.join(LAYER_CHOICES)} (default lr then 1e-3)")
-            p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction "
-                                                                "(default 256; the paper 768)")
+            _add_feature_options(p, "a BiLSTM tagger")
     elif task == "multiple-choice":
         p.add_argument("--train-labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
         p.add_argument("--dev-labels", metavar="FILE", help="the same for --dev")

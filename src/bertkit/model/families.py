@@ -87,6 +87,9 @@ class ModelFamily:
     # task distillation's student is the teacher's config with fewer `num_hidden_layers`,
     # its layers copied from `encoder.layer.N` (BERT-shaped encoders)
     distillable: bool = True
+    # the model reads words as characters (ELMo's `character_ids`), not the tokenizer's sub-word
+    # ids: callers build its inputs from words (bertkit.data.words) and get one vector per word
+    reads_words: bool = False
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -124,8 +127,9 @@ class ModelFamily:
 
     def task_class(self, task_family: str, source: str | Path = "the model"):
         if task_family not in self.tasks:
+            hint = "; its layers feed a task frozen: add --features scalar_mix (ner, classify)" if not self.tasks else ""
             raise BertkitError(f"{source}: {self.model_type} models have no {task_family} head in bertkit "
-                               f"(available: {', '.join(self.tasks) or 'none'})")
+                               f"(available: {', '.join(self.tasks) or 'none'}){hint}")
         return _resolve(self.tasks[task_family])
 
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
@@ -194,6 +198,9 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                               "transformer", {
         "classification": f"{_GPT}.modeling:OpenAIGPTForSequenceClassification",
     }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:OpenAIGPTLMHeadModel", distillable=False),
+    # a biLM over words' characters: no task heads (its layers feed a task through a scalar mix, `features`)
+    "elmo": ModelFamily("elmo", "bertkit.model.elmo.config:ElmoConfig", "bertkit.model.elmo.modeling:ElmoBiLM", "elmo",
+                        input_names=("character_ids", "attention_mask"), distillable=False, reads_words=True),
 }
 
 
@@ -270,6 +277,9 @@ def model_inputs(model: Any, batch: Mapping[str, Any], device: Any = None) -> di
     """The entries of `batch` (a mapping with HF input names) that `model` takes: its
     family's declared `input_names`, those the batch holds, moved to `device` when given.
     `model` may be a model (wrapped or not) or a `ModelFamily`."""
-    family = model if isinstance(model, ModelFamily) else family_of_model(model)
+    if isinstance(model, ModelFamily):
+        names = model.input_names
+    else:  # a model may declare its own inputs (a frozen encoder + tagger reads the given words too)
+        names = getattr(unwrap_model(model), "input_names", None) or family_of_model(model).input_names
     return {name: batch[name] if device is None else batch[name].to(device)
-            for name in family.input_names if name in batch and batch[name] is not None}
+            for name in names if name in batch and batch[name] is not None}

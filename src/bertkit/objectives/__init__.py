@@ -25,6 +25,7 @@ OBJECTIVES = {
     "xlnet": "bertkit.objectives.xlnet:XLNetObjective",
     "t5": "bertkit.objectives.t5:T5Objective",
     "clm": "bertkit.objectives.clm:ClmObjective",
+    "bilm": "bertkit.objectives.bilm:BilmObjective",
 }
 
 

@@ -150,6 +150,7 @@ _PROGRAMS = "bertkit.tasks.programs"
 
 register(TaskFamily(CLASSIFICATION, "bertkit.tasks.classification", f"{_PROGRAMS}:ClassificationProgram",
                     aliases=("glue",), placeholder_labels=True, commands=("glue", "classify"),
+                    feature_program="bertkit.tasks.feature_tagger:FeatureClassificationProgram",
                     evaluate_command="glue / classify"))
 register(TaskFamily(TAGGING, "bertkit.tasks.tagging", f"{_PROGRAMS}:TaggingProgram", aliases=("ner",),
                     feature_program="bertkit.tasks.feature_tagger:FeatureTaggingProgram", commands=("ner",),
