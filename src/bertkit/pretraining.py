@@ -296,7 +296,9 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
         ("Data", {"directory": config.data, "instances": train.info.num_instances, "tokens": train.info.num_tokens,
                   "format": train.info.instance_format, "max_seq_length": train.info.max_seq_length,
                   "masking at build": train.info.masking}),
-        ("Throughput", {"wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1)}),
+        ("Throughput", {"wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1),
+                        "MFU": f"{result.mfu:.1%}" if result.mfu is not None else "not reported",
+                        "MFU counted as": trainer.describe_mfu()}),
         ("Final metrics", final or "no metrics logged"),
         ("Files", f"`final/` (HF layout: config.json, model.safetensors, tokenizer), `metrics.jsonl`, checkpoints "
                   f"`checkpoint-*` (with training_state.pt), `{RUN_CONFIG_FILE}`"),

@@ -33,6 +33,7 @@ from bertkit.pretrained_config import PretrainedConfig
 from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
+from bertkit.training.step_sums import add_into, read_sums
 
 EVAL_EPOCH = 0  # held-out masks: the epoch-0 draw of the held-out split, the same at every evaluation
 
@@ -143,7 +144,7 @@ class PretrainingObjective(TrainingProgram):
         starts = list(range(0, num_examples, batch_size))
         if max_batches is not None:
             starts = starts[:max_batches]
-        stats: dict[str, float] = {}
+        stats: dict[str, Any] = {}
         device = next(model.parameters()).device
         # every rank runs the same number of forwards (sharded models gather weights in each
         # one); a rank with no batch left repeats its last and does not count it
@@ -156,9 +157,8 @@ class PretrainingObjective(TrainingProgram):
             batch = {k: v.to(device) for k, v in batch.items()}
             _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
             if position < len(starts):
-                for key, value in batch_stats.items():
-                    stats[key] = stats.get(key, 0.0) + value
-        return self.summarize(all_reduce_sum(stats, ctx))
+                add_into(stats, batch_stats)
+        return self.summarize(all_reduce_sum(read_sums(stats), ctx))
 
     def num_eval_examples(self) -> int:
         """Held-out examples (0 without a held-out split); an objective that cuts its own examples
@@ -202,12 +202,16 @@ class MaskedLMObjective(PretrainingObjective):
         return example
 
 
-def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, float]:
-    """Summable MLM stats from sparse logits (N, V) at the labelled positions of `labels` (B, T)."""
+def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, Any]:
+    """Summable MLM stats from sparse logits (N, V) at the labelled positions of `labels` (B, T):
+    the count a number, the loss sum and correct count 0-d tensors on the device (read when
+    logged, bertkit.training.step_sums)."""
     targets = labels[labels != -100]
     count = targets.numel()
-    correct = int((logits.argmax(dim=-1) == targets).sum()) if count else 0
-    return {"mlm_loss_sum": float(mean_loss.detach()) * count, "mlm_correct": float(correct), "mlm_count": float(count)}
+    if not count:
+        return {"mlm_loss_sum": 0.0, "mlm_correct": 0.0, "mlm_count": 0.0}
+    correct = (logits.detach().argmax(dim=-1) == targets).sum()
+    return {"mlm_loss_sum": mean_loss.detach().float() * count, "mlm_correct": correct, "mlm_count": float(count)}
 
 
 def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:

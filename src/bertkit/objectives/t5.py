@@ -246,9 +246,9 @@ class T5Objective(PretrainingObjective):
         labels = batch["labels"]
         out = model(**model_inputs(model, batch), labels=labels)  # shifted right into the decoder's inputs
         target = labels != IGNORE_INDEX
-        count = float(target.sum())
-        correct = float((out.logits.argmax(dim=-1)[target] == labels[target]).sum())
-        stats = {"target_loss_sum": float(out.loss.detach()) * count, "target_correct": correct, "target_count": count}
+        count = target.sum()  # statistics stay on the device until logged (bertkit.training.step_sums)
+        correct = ((out.logits.detach().argmax(dim=-1) == labels) & target).sum()
+        stats = {"target_loss_sum": out.loss.detach().float() * count, "target_correct": correct, "target_count": count}
         return out.loss * (count / max(totals["targets"], 1.0)), stats
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:

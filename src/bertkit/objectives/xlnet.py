@@ -242,11 +242,11 @@ class XLNetObjective(PretrainingObjective):
             logits = out.logits[valid]  # (N, V)
             targets = labels[valid]
             loss_sum = loss_sum + F.cross_entropy(logits.float(), targets, reduction="sum")
-            correct += float((logits.argmax(dim=-1) == targets).sum())
-            count += float(valid.sum())
+            correct = correct + (logits.detach().argmax(dim=-1) == targets).sum()  # on the device until logged
+            count += targets.numel()
             if self.settings.mem_len:
                 mems = [m.detach() for m in out.mems]
-        stats = {"mlm_loss_sum": float(loss_sum.detach()), "mlm_correct": correct, "mlm_count": count}
+        stats = {"mlm_loss_sum": loss_sum.detach(), "mlm_correct": correct, "mlm_count": float(count)}
         return loss_sum / max(totals["plm"], 1.0), stats
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
