@@ -255,3 +255,24 @@ def test_bad_configs_and_inputs_name_the_field(tmp_path):
     bertkit.GPT2Config(**SIZES).save_pretrained(tmp_path / "bad")
     with pytest.raises(BertkitError, match="model.safetensors"):
         bertkit.GPT2LMHeadModel.from_pretrained(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("variant", ["gpt2", "openai-gpt"])
+def test_fused_causal_lm_loss_equals_forward_loss_and_its_gradients(variant):
+    config_class = bertkit.GPT2Config if variant == "gpt2" else bertkit.OpenAIGPTConfig
+    model_class = bertkit.GPT2LMHeadModel if variant == "gpt2" else bertkit.OpenAIGPTLMHeadModel
+    torch.manual_seed(0)
+    model = model_class(config_class(**SIZES))
+    ids, mask = _batch(padding="right")
+    labels = ids.masked_fill(mask == 0, -100)
+    grads = []
+    for loss_of in (lambda: model(input_ids=ids, attention_mask=mask, labels=labels).loss,
+                    lambda: model.causal_lm_loss(ids, labels, attention_mask=mask)):
+        model.zero_grad()
+        loss = loss_of()
+        loss.backward()
+        grads.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (loss_a, grad_a), (loss_b, grad_b) = grads
+    _close(loss_a, loss_b)
+    for name in grad_a:
+        _close(grad_a[name], grad_b[name])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def note(message: str) -> None:
@@ -46,3 +49,19 @@ def add_runtime_options(parser, *, progress: bool = True) -> None:
     parser.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
     if progress:
         parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Warnings shown as they happen, each as one `bertkit: warning: ...` line (Python's
+    filters still show a warning once per place), instead of Python's two-line format."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"bertkit: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown

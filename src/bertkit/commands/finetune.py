@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from bertkit.commands import add_runtime_options
+from bertkit.commands import add_runtime_options, one_line_warnings
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
 from bertkit.tasks.registry import QA, command_families, get_task_family
@@ -236,19 +234,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"final model: {result.output_dir / 'final'}  (no dev set, so no best model; "
               f"report: {result.output_dir / 'report.md'})")
     return 0
-
-
-@contextmanager
-def one_line_warnings() -> Iterator[None]:
-    """Warnings shown as they happen, each as one `bertkit: warning: ...` line (Python's
-    filters still show a warning once per place), instead of Python's two-line format."""
-    shown = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"bertkit: warning: {message}", file=sys.stderr)
-
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = shown

@@ -39,8 +39,9 @@ The contract of a family (Hugging Face semantics throughout):
 - `generator` ("module:Class", None when the family has none; `can_generate`): the model
   whose `generate(input_ids=, attention_mask=, max_new_tokens=, ...)` returns token ids
   (bertkit.model.generation.GenerationMixin), loaded from any checkpoint of the family
-  by `bertkit generate` and by `predict` on a model without a task file; None for the
-  four encoders here.
+  by `bertkit generate` and by `predict` on a model without a task file (T5's
+  T5ForConditionalGeneration, GPT's *LMHeadModel: one `generate` serves both shapes);
+  None for the encoders.
 Class references are "module:Class" strings, imported on first use (the CLI stays fast).
 """
 
@@ -116,7 +117,7 @@ class ModelFamily:
         """The family's text-generating model class; a one-line error naming `source` when it has none."""
         if self.generator is None:
             raise BertkitError(f"{source}: {self.model_type} models cannot generate text (an encoder); "
-                               "generation needs a text-to-text model such as T5")
+                               "generation needs a text-to-text model (T5) or a decoder (GPT-2, GPT-1)")
         return _resolve(self.generator)
 
     def config_class(self):

@@ -170,7 +170,7 @@ class GenerationMixin:
     def generate(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None, *,
                  encoder_outputs: Any = None, generator: torch.Generator | None = None, seed: int | None = None,
                  stop_strings: str | list[str] | None = None, tokenizer: Any = None,
-                 **options: Any) -> torch.Tensor:
+                 return_dict_in_generate: bool = False, **options: Any) -> torch.Tensor | GenerateOutput:
         """Generated token ids (B * num_return_sequences, T), long, on the model's device:
         the prompt (decoder-only) or the decoder start token (encoder-decoder), then the
         new tokens, pad after EOS.
@@ -184,7 +184,9 @@ class GenerationMixin:
         num_return_sequences (1), eos_token_id, pad_token_id, decoder_start_token_id,
         use_cache (True); stop_strings with `tokenizer` (anything with `decode(ids)`): a
         row ends when its text comes to contain one (the stop string is kept).
-        Sampling draws from `generator`, or one seeded with `seed`, else torch's global RNG."""
+        Sampling draws from `generator`, or one seeded with `seed`, else torch's global RNG.
+        return_dict_in_generate: a `GenerateOutput` (sequences and the prompt's length in
+        them: the new tokens are sequences[:, prompt_length:]) instead of the tensor."""
         if is_encoder_decoder(self):
             settings = resolve_settings(self.config, 1, **options)
             decoder, prompt, prompt_mask = _seq2seq_start(self, input_ids, attention_mask, encoder_outputs, settings)
@@ -204,10 +206,27 @@ class GenerationMixin:
             raise ConfigError("stop_strings: supported with greedy decoding and sampling (num_beams 1)")
         with packed_weights():  # the decoding steps' few rows: oneDNN's packed weights (bertkit.model.packed_linear)
             if settings.num_beams > 1:
-                return beam_search(decoder, prompt, prompt_mask, settings, generator)
-            copies = settings.num_return_sequences
-            return greedy_or_sample(decoder, prompt.repeat_interleave(copies, dim=0),
-                                    prompt_mask.repeat_interleave(copies, dim=0), settings, generator, stops)
+                sequences = beam_search(decoder, prompt, prompt_mask, settings, generator)
+            else:
+                copies = settings.num_return_sequences
+                sequences = greedy_or_sample(decoder, prompt.repeat_interleave(copies, dim=0),
+                                             prompt_mask.repeat_interleave(copies, dim=0), settings, generator, stops)
+        return GenerateOutput(sequences, settings.prompt_length) if return_dict_in_generate else sequences
+
+
+@dataclass
+class GenerateOutput:
+    """`generate(..., return_dict_in_generate=True)`: sequences (N, T) as `generate` returns
+    them and prompt_length, the tokens each row starts with (the decoder start token of an
+    encoder-decoder, the left-aligned, possibly cut prompt of a decoder-only model)."""
+
+    sequences: torch.Tensor
+    prompt_length: int
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        """(N, T - prompt_length): what was generated."""
+        return self.sequences[:, self.prompt_length:]
 
 
 def _seq2seq_start(model: Any, input_ids, attention_mask, encoder_outputs, settings: GenerationSettings):
