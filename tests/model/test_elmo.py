@@ -168,3 +168,15 @@ def test_scalar_mix_loads_the_old_tagger_layout():
     mix = ScalarMix(3)
     mix.load_state_dict({"scalar_weights": torch.tensor([1.0, 2.0, 3.0]), "gamma": torch.tensor([2.0])})
     assert torch.cat(list(mix.scalar_parameters)).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_cropping_the_character_columns_is_exact():
+    model = tiny()
+    ids = model.character_ids([["a", "longer", "x"], ["b"]])
+    encoder = model.char_encoder
+    assert encoder.crop(ids).shape[-1] == 1 + 6 + 1 + 3  # BOW "longer" EOW + the widest filter (3)
+    full = encoder.projection(encoder.highways(torch.cat([
+        torch.relu(getattr(encoder, f"char_conv_{i}")(encoder.char_embedding(ids.view(-1, 50)).transpose(1, 2)).amax(-1))
+        for i in range(encoder.num_convolutions)], -1))).view(2, ids.shape[1], -1)
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(ids), full)

@@ -15,7 +15,7 @@ t predicts word t + 1 (</S> after the last), the backward LM word t - 1 (<S> bef
 first); a word outside the vocabulary is scored as <UNK>. Loss = mean forward NLL + mean
 backward NLL (normalised by the global counts of each direction); held-out perplexity is
 reported per direction. A sampled softmax was measured against the full one and not taken
-(docs/benchmarks.md: at 8,192 words the softmax is a small share of the step on a CPU).
+(docs/benchmarks.md: at 8,192 words the softmax is 2% of an elmo-small step on a CPU).
 
 No randomness: an example is a function of its index alone, so resuming is exact.
 The saved model (final/, checkpoints) carries `elmo_words.txt`, the softmax's rows in order.

@@ -11,7 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.model.elmo.characters import PAD_CHAR
 from bertkit.model.elmo.config import ElmoConfig
+
+PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by one: 0 pads a whole word)
 
 
 class Highway(nn.Module):
@@ -53,12 +56,30 @@ class CharacterEncoder(nn.Module):
         self.projection = nn.Linear(config.num_filters, config.projection_dim)
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        char_ids = self.crop(char_ids)
         batch, words, chars = char_ids.shape
         embedded = self.char_embedding(char_ids.view(-1, chars)).transpose(1, 2)  # (B * W, E, C)
         pooled = [self.activation(getattr(self, f"char_conv_{i}")(embedded).amax(dim=-1))
                   for i in range(self.num_convolutions)]  # each (B * W, count)
         token = self.highways(torch.cat(pooled, dim=-1))  # (B * W, filters)
         return self.projection(token).view(batch, words, -1)  # (B, W, P)
+
+
+    def crop(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """The character columns that can change the max-pooled features: the batch's longest
+        word (padding id 261 after its end-of-word mark) plus the widest filter's span. Every
+        window past a word's end sees padding characters only and gives one value per filter, the
+        same for every word, and the crop keeps at least one such window for every word that had
+        one: exact, and a 6-byte word costs 15 columns instead of 50."""
+        real = (char_ids != PAD_ID) & (char_ids != 0)  # (B, W, C)
+        if not bool(real.any()):
+            return char_ids
+        longest = int(real.any(0).any(0).nonzero().max()) + 1
+        keep = min(char_ids.shape[-1], longest + max(conv.kernel_size[0] for conv in self._convolutions()))
+        return char_ids[..., :keep]
+
+    def _convolutions(self) -> list[nn.Conv1d]:
+        return [getattr(self, f"char_conv_{i}") for i in range(self.num_convolutions)]
 
 
 class LstmWithProjection(nn.Module):
