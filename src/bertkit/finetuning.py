@@ -148,7 +148,7 @@ class FinetuneConfig(TrainingConfig):
                 raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
                                   f"not {self.family}")
         if self.text2text_task is not None:
-            from bertkit.tasks.text2text import TASKS
+            from bertkit.tasks.registry import TEXT2TEXT_TASKS as TASKS
 
             check_choice("text2text_task", self.text2text_task, TASKS)
         check_choice("feature_cache", self.feature_cache, ("auto", "memory", "disk"))

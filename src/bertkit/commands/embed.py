@@ -8,13 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from bertkit.atomic import write_bytes_atomic
 from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
-from bertkit.textio import iter_lines, iter_stream_lines
 
 
 def add_parser(subparsers) -> None:
@@ -42,6 +39,8 @@ def add_parser(subparsers) -> None:
 
 def read_texts(texts: list[str], file: str | None, text_field: str = "text", skip_bad: bool = False) -> list[str]:
     """Texts from arguments, else from `file`, else from stdin; never silently empty."""
+    from bertkit.textio import iter_lines, iter_stream_lines
+
     if texts and file:
         raise BertkitError("give texts as arguments or --file, not both")
     if texts:
@@ -69,6 +68,8 @@ def _parse_weights(raw: str | None) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from bertkit.inference.embedding import embed
 
     if args.output and not args.output.endswith((".npy", ".jsonl")):

@@ -93,7 +93,7 @@ def add_parser(subparsers) -> None:
 
 def add_text2text_options(p) -> None:
     """The flags saying which text-to-text task reads the files (`finetune` and `evaluate text2text`)."""
-    from bertkit.tasks.text2text import TASKS
+    from bertkit.tasks.registry import TEXT2TEXT_TASKS as TASKS
 
     p.add_argument("--task", choices=TASKS, help="what the files hold (default: pairs): a GLUE task (--glue-task), "
                                                  "SQuAD v1.1 JSON, CoNLL NER, or source/target pairs")

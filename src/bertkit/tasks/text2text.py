@@ -47,8 +47,9 @@ from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import glue_task_name, percent, percentages
 from bertkit.tasks.programs import TaskData, TaskProgram, TaskSpec, feature_length
-from bertkit.tasks.registry import TEXT2TEXT
-TASKS = ("glue", "squad", "ner", "pairs")
+from bertkit.tasks.registry import TEXT2TEXT, TEXT2TEXT_TASKS
+
+TASKS = TEXT2TEXT_TASKS
 NO_ENTITIES = "none"
 ENTITY_SEPARATOR = "; "
 PREDICTIONS_FILE = "dev_predictions.jsonl"
