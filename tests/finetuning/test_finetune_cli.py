@@ -73,7 +73,8 @@ def test_glue_mrpc(tiny_model_dir, fixtures, tmp_path, capsys):
                     "--train", str(mrpc / "dev.tsv"), "--output-dir", str(tmp_path / "mrpc"), "--epochs", "2", *STEPS)
     summary = check_run(best, "f1", classification=True)
     config = json.loads((best / "config.json").read_text())
-    assert config["id2label"] == {"0": "0", "1": "1"} and config["label2id"] == {"0": 0, "1": 1}
+    assert config["id2label"] == {"0": "not_equivalent", "1": "equivalent"}  # GLUE names, not the file's 0/1
+    assert config["label2id"] == {"not_equivalent": 0, "equivalent": 1}
     assert config["architectures"] == ["BertForSequenceClassification"]
     # epoch 2 = step 4 (marked **best** when it is): evaluated every epoch
     assert re.search(r"\| 2( \*\*best\*\*)? \| 4 \|", (tmp_path / "mrpc" / "report.md").read_text())
@@ -90,7 +91,7 @@ def test_glue_mrpc(tiny_model_dir, fixtures, tmp_path, capsys):
     assert main(["predict", "--model", str(best), "The cat sat.", "A cat was sitting."]) == 0
     (line,) = stdout_jsonl(capsys.readouterr().out)
     assert line["text"] == "The cat sat." and line["pair"] == "A cat was sitting."
-    assert line["label"] in ("0", "1") and line["score"] == pytest.approx(max(line["scores"].values()))
+    assert line["label"] in ("not_equivalent", "equivalent") and line["score"] == pytest.approx(max(line["scores"].values()))
     assert sum(line["scores"].values()) == pytest.approx(1.0)
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from bertkit.atomic import write_bytes_atomic
-from bertkit.commands import add_precision_argument, add_runtime_options
+from bertkit.commands import add_precision_argument, add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 
@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="checkpoint directory (config.json, model.safetensors, vocab.txt)")
     p.add_argument("--file", help="read texts from this file, one per line (JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-    p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed input lines")
+    add_skip_bad_lines_argument(p)
     p.add_argument("--output", "-o", help="write .npy (array N x D) or .jsonl; default: JSONL on stdout")
     p.add_argument("--pooling", choices=POOLING_CHOICES, default=None,
                    help="default: the Pooling of a sentence-transformers checkpoint (modules.json), else mean")

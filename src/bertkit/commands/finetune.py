@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
@@ -34,6 +31,7 @@ _COMMON_FIELDS = {
     "model": "init_from", "output_dir": "output_dir", "epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
     "max_seq_length": "max_seq_length", "seed": "seed", "warmup_ratio": "warmup_ratio",
     "early_stopping": "early_stopping_patience", "train": "train", "dev": "dev",
+    "max_train_samples": "max_train_samples", "max_eval_samples": "max_eval_samples",
 }
 TASK_FIELDS = {
     "glue": {"task": "glue_task"},
@@ -137,6 +135,8 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--batch-size", type=int, help="sequences per optimizer step (default 32)")
     p.add_argument("--max-seq-length", type=int, help="tokens per sequence, longer inputs are cut (default 128)")
     p.add_argument("--seed", type=int, help="seed of the head's initialisation, data order and dropout (default 42)")
+    p.add_argument("--max-train-samples", type=int, metavar="N", help="train on the first N examples only (a quick try)")
+    p.add_argument("--max-eval-samples", type=int, metavar="N", help="evaluate on the first N dev examples only")
     p.add_argument("--warmup-ratio", type=float, help="fraction of the steps spent warming up (default 0.1)")
     p.add_argument("--early-stopping", type=int, metavar="N", help="stop after N evaluations without improvement")
     p.add_argument("--grid", action="store_true",
@@ -219,9 +219,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments
 
     config = build_config(config_values(args), parse_set_arguments(args.set))
-    with one_line_warnings():
-        result = finetune(config, overwrite=args.overwrite,
-                          notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
+    result = finetune(config, overwrite=args.overwrite, notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
     if result.best_dir is not None:
         print(f"best model: {result.best_dir}  ({result.metric} {result.best_metric:.4f} at step {result.best_step}; "
               f"report: {result.output_dir / 'report.md'})")
@@ -229,19 +227,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"final model: {result.output_dir / 'final'}  (no dev set, so no best model; "
               f"report: {result.output_dir / 'report.md'})")
     return 0
-
-
-@contextmanager
-def one_line_warnings() -> Iterator[None]:
-    """Warnings shown as they happen, each as one `bertkit: warning: ...` line (Python's
-    filters still show a warning once per place), instead of Python's two-line format."""
-    shown = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"bertkit: warning: {message}", file=sys.stderr)
-
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = shown

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.commands import add_runtime_options, note, warn, warn_about_schedule
+from bertkit.commands import CommandParser, add_runtime_options, note, warn, warn_about_schedule
 
 
 def add_parser(subparsers) -> None:
@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
     p.__class__ = _PretrainParser  # the objectives' setting flags, added when `pretrain` is parsed
 
 
-class _PretrainParser(argparse.ArgumentParser):
+class _PretrainParser(CommandParser):
     """The `pretrain` parser: before its arguments are parsed (or its help is shown), it adds
     one flag per objective setting, from the registry's settings classes."""
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError
-from bertkit.textio import is_jsonl, iter_stream_lines, lone_surrogate, open_binary, surrogate_error
+from bertkit.textio import (SkippedLines, is_jsonl, iter_stream_lines, lone_surrogate, open_binary, surrogate_error,
+                            warn_skipped)
 
 
 def file_kind(path: str | Path) -> str:
@@ -33,10 +34,12 @@ def file_kind(path: str | Path) -> str:
     return "csv" if name.endswith(".csv") else "tsv"
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line, newline stripped (any file kind; JSON not parsed)."""
+def iter_lines(path: str | Path, skip_bad: bool = False, skip_advice: bool = False) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line, newline stripped (any file kind; JSON not parsed).
+    `skip_bad`: undecodable lines are skipped (a warning counts them); `skip_advice`: an
+    error advises --skip-bad-lines (only where the command has it; task files do not)."""
     with open_binary(path) as handle:
-        yield from iter_stream_lines(handle, str(path))
+        yield from iter_stream_lines(handle, str(path), skip_bad=skip_bad, skip_advice=skip_advice)
 
 
 def iter_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
@@ -104,11 +107,13 @@ def column_index(header: Sequence[str], name: str, path: str | Path) -> int:
     raise BertkitError(f"{path}:1: no column {name!r}{suggestion}; the columns are {', '.join(map(repr, header))}")
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: str | Path, skip_bad: bool = False, skip_advice: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of every non-blank line of a JSONL file — or of every element
     of a JSON file holding one array of objects (KLUE's `*_dev.json`; the line number is
-    where the object starts)."""
-    lines = iter_lines(path)
+    where the object starts). `skip_bad`, `skip_advice`: as `iter_lines` (a JSONL line
+    that is not one JSON object is skipped too, and counted)."""
+    lines = iter_lines(path, skip_bad, skip_advice)
+    skipped = SkippedLines()
     for line_no, line in lines:
         if not line.strip():
             continue
@@ -117,14 +122,23 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             return
         try:
             record = json.loads(line)
+            if not isinstance(record, dict):
+                raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+            escape = lone_surrogate(line, record)
+            if escape is not None:
+                raise surrogate_error(f"{path}:{line_no}", escape)
         except json.JSONDecodeError as exc:
-            raise BertkitError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(record, dict):
-            raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
-        escape = lone_surrogate(line, record)
-        if escape is not None:
-            raise surrogate_error(f"{path}:{line_no}", escape)
+            if not skip_bad:
+                raise BertkitError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            skipped.add(line_no)
+            continue
+        except BertkitError:
+            if not skip_bad:
+                raise
+            skipped.add(line_no)
+            continue
         yield line_no, record
+    warn_skipped(str(path), skipped)
 
 
 def _json_array(path: str | Path, first_line: int, lines: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
