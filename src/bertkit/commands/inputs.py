@@ -52,6 +52,14 @@ def jsonl_texts(path: str, text_field: str, skip_bad: bool = False) -> list[Sour
     return texts
 
 
+def table_texts(path: str, text_field: str) -> list[SourcedText]:
+    """The `text_field` column of a Parquet / Arrow file or folder, row by row."""
+    from bertkit.columnar import expand_inputs, iter_column_texts
+
+    return [SourcedText(f"{file}:row {row}", text) for file in expand_inputs([path])
+            for row, text in iter_column_texts(file, text_field)]
+
+
 def read_texts(texts: list[str], file: str | None, text_field: str = "text", skip_bad: bool = False) -> list[SourcedText]:
     """One text per TEXT argument, per line of a text file or stdin, or per JSONL object; never empty.
 
@@ -62,8 +70,11 @@ def read_texts(texts: list[str], file: str | None, text_field: str = "text", ski
     check_one_source(texts, file)
     if texts:
         return [SourcedText(f"TEXT {n}", text) for n, text in enumerate(texts, start=1)]
-    found = (jsonl_texts(file, text_field, skip_bad) if file and file_kind(file) == "jsonl"
-             else numbered_lines(file, skip_bad))
+    kind = file_kind(file) if file else None
+    if kind == "table":  # Parquet / Arrow: the --text-field column (bertkit.columnar)
+        found = table_texts(file, text_field)
+    else:
+        found = jsonl_texts(file, text_field, skip_bad) if kind == "jsonl" else numbered_lines(file, skip_bad)
     if not found:
         raise BertkitError(f"{file or '<stdin>'}: empty input, no texts")
     return found

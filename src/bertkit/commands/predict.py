@@ -92,6 +92,12 @@ def _file_inputs(path: str, family, spec, text_field: str, pair_field: str, skip
     inputs = family.hook("inputs_from_file")(path, spec)  # a file the family reads itself (SQuAD JSON, SWAG CSV)
     if inputs is not None:
         return inputs
+    if file_kind(path) == "table":  # Parquet / Arrow: rows as records of the --text-field / --pair-field columns
+        from bertkit.columnar import column_names, expand_inputs, iter_records
+
+        from_record = family.hook("input_from_record")
+        return [from_record(record, spec, file, row, text_field, pair_field) for file in expand_inputs([path])
+                for row, record in iter_records(file, [c for c in column_names(file) if c in (text_field, pair_field)])]
     if file_kind(path) != "jsonl":
         from_line = family.hook("input_from_line")
         return [from_line(line.text, spec, line.source) for line in numbered_lines(path, skip_bad) if line.text.strip()]

@@ -21,13 +21,17 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bertkit.columnar import column_names, expand_inputs, is_columnar, read_columns
 from bertkit.errors import BertkitError
 from bertkit.textio import (SkippedLines, is_jsonl, iter_stream_lines, lone_surrogate, open_binary, surrogate_error,
                             warn_skipped)
 
 
 def file_kind(path: str | Path) -> str:
-    """"jsonl", "csv" or "tsv" from the file name (`.gz` ignored); anything else is read as TSV."""
+    """"jsonl", "csv", "table" (Parquet, Arrow, or a folder of them: bertkit.columnar; read with
+    columns as a CSV) or "tsv" from the file name (`.gz` ignored); anything else is read as TSV."""
+    if is_columnar(path):
+        return "table"
     name = Path(path).name.removesuffix(".gz")
     if is_jsonl(name):
         return "jsonl"
@@ -79,7 +83,10 @@ def _csv_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
 
 def read_table(path: str | Path, has_header: bool = True) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """(header, rows) of a TSV/CSV file; every row must have as many fields as the header
-    (or, without a header, as the first row). Raises on an empty file."""
+    (or, without a header, as the first row). Raises on an empty file. A Parquet / Arrow file or
+    folder (bertkit.columnar) is a table too: its column names are the header, its cells text."""
+    if file_kind(path) == "table":
+        return _read_columnar_table(path, has_header)
     rows = iter_rows(path)
     first = next(rows, None)
     if first is None:
@@ -96,6 +103,20 @@ def read_table(path: str | Path, has_header: bool = True) -> tuple[list[str] | N
             )
         body.append((line_no, fields))
     return header, body
+
+
+def _read_columnar_table(path: str | Path, has_header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    files = expand_inputs([path])
+    header = column_names(files[0])
+    body: list[tuple[int, list[str]]] = []
+    for file in files:  # a folder's files are one table: rows numbered on across them
+        names, rows = read_columns(file)
+        if names != header:
+            raise BertkitError(f"{file}: columns {names} differ from {files[0]}'s {header}")
+        body.extend((len(body) + 1, cells) for _, cells in rows)
+    if not body:
+        raise BertkitError(f"{path}: empty table (no rows)")
+    return (header if has_header else None), body
 
 
 def column_index(header: Sequence[str], name: str, path: str | Path) -> int:
