@@ -10,7 +10,6 @@ from bertkit.commands import add_runtime_options
 
 
 def add_parser(subparsers) -> None:
-    from bertkit.config import PRESETS
     from bertkit.demos.pretraining import BERT_RECIPE_STEPS, DEFAULT_TIME
 
     p = subparsers.add_parser(
@@ -24,7 +23,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", default="runs/demo", help="run folder (default: runs/demo)")
     p.add_argument("--corpus", nargs="+", metavar="FILE", help="train on these text files instead of the embedded novels")
     p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--preset", choices=list(PRESETS), default="tiny")
+    p.add_argument("--preset", default="tiny", help="model size: a BERT preset, tiny (default) .. large (checked when "
+                                                   "the run starts: the presets live beside torch code)")
     p.add_argument("--max-seq-length", type=int, help="default: the recipe's (budget: 64, bert: 128), or 32 on a CPU "
                                                        "too slow for 64")
     p.add_argument("--time", metavar="TIME", default=DEFAULT_TIME,
