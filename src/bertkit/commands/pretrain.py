@@ -16,7 +16,6 @@ from bertkit.commands import CommandParser, add_runtime_options, note, warn, war
 
 
 def add_parser(subparsers) -> None:
-    from bertkit.model.bert.config import PRESETS
     from bertkit.objectives import OBJECTIVES
 
     p = subparsers.add_parser("pretrain", help="pre-train BERT (MLM+NSP and the successors' objectives)",
@@ -24,7 +23,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data", help="data directory from `bertkit data build`")
     p.add_argument("--output-dir", help="run folder: checkpoints, final/, metrics.jsonl, report.md, curves")
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
-    p.add_argument("--preset", choices=list(PRESETS),
+    p.add_argument("--preset", choices=[],  # every objective's presets, added with the setting flags (torch)
                    help="model size for a fresh model (default: mini, the objective's own, or --recipe budget's tiny)")
     p.add_argument("--recipe", choices=["bert", "budget"],
                    help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr, "
