@@ -57,16 +57,19 @@ def command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse
 
 
 def resolve_model_arguments(args: argparse.Namespace) -> None:
-    """--model / --teacher / --init-from given as a Hugging Face id (not a path here) become
-    its folder in the local Hugging Face cache; else one line says where models come from."""
+    """--model / --teacher / --init-from given as a Hugging Face id (not a path here) that the
+    local Hugging Face cache holds become its folder there; anything else is left to the
+    command (a missing folder is one line saying where models come from: bertkit.interop.hub_cache)."""
     from pathlib import Path
 
     for name in ("model", "teacher", "init_from"):
         value = getattr(args, name, None)
         if isinstance(value, str) and value and not Path(value).exists():
-            from bertkit.interop.hub_cache import resolve_model_dir
+            from bertkit.interop.hub_cache import cached_snapshot, looks_like_model_id
 
-            setattr(args, name, str(resolve_model_dir(value)))
+            snapshot = cached_snapshot(value) if looks_like_model_id(value) else None
+            if snapshot is not None:
+                setattr(args, name, str(snapshot))
 
 
 def main(argv: list[str] | None = None) -> int:
