@@ -58,7 +58,7 @@ def assert_hf_logits_equal(best: Path, hf_class, inputs: dict) -> None:
     ours = load_finetuned(best, device="cpu").model
     theirs = hf_class.from_pretrained(best).eval()
     with torch.no_grad():
-        mine = ours(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]).logits
+        mine = ours(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"]).logits
         reference = theirs(**inputs).logits
     assert mine.shape == reference.shape
     if mine.dim() == 3:  # per-token logits: padding positions are zero on bertkit's unpadded path
@@ -237,7 +237,7 @@ def test_squad(version, tiny_model_dir, fixtures, tmp_path, capsys):
         ["When did it open?", "Who?"], ["The railway opened in 1887.", "Ann Lee ran."], padding=True,
         return_tensors="pt"))
     with torch.no_grad():
-        mine, reference = ours(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]), theirs(**inputs)
+        mine, reference = ours(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"]), theirs(**inputs)
     real = inputs["attention_mask"].bool()  # bertkit scores padding as impossible answers (finfo.min)
     torch.testing.assert_close(mine.start_logits[real], reference.start_logits[real], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(mine.end_logits[real], reference.end_logits[real], atol=1e-4, rtol=1e-4)
