@@ -51,3 +51,11 @@ def test_the_summary_line_is_machine_readable():
     line = downstream.summary_line(81.234, 55.0)
     assert line == "downstream: SST-2 dev accuracy pre-trained 81.2 vs random init 55.0"
     assert re.fullmatch(r"downstream: \S+ dev \S+ pre-trained [\d.]+ vs random init [\d.]+", line)
+
+
+def test_an_unknown_preset_fails_before_any_work(tmp_path, capsys):
+    from bertkit.cli import main
+
+    assert main(["demo", "--preset", "nosuch", "--output-dir", str(tmp_path / "demo")]) == 1
+    assert "--preset 'nosuch': unknown; choose one of tiny" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()

@@ -127,6 +127,9 @@ def run_demo(options: DemoOptions) -> Path:
     config = _run_config(options, out, budget_seconds=1.0)  # a bad option fails here, before any work
     if options.budget:
         parse_budget(options.budget)
+    presets = get_objective(config.objective).config_class.presets
+    if config.preset not in presets:
+        raise BertkitError(f"--preset {config.preset!r}: unknown; choose one of {', '.join(presets)}")
     data_format = "nsp" if config.objective == "mlm_nsp" else "packed"
     max_seq_length = RECIPE_DATA[options.recipe][1] if options.max_seq_length is None else options.max_seq_length
     BuildOptions(instance_format=data_format, max_seq_length=max_seq_length, seed=options.seed)  # checked up front
