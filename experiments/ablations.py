@@ -819,7 +819,7 @@ def cls_spread(model_dir: Path, texts: list[str]) -> dict:
     tokenizer, model = load_encoder(model_dir)
     batch = tokenizer(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
     mask = batch["attention_mask"][..., None].float()
     mean = (out.last_hidden_state * mask).sum(1) / mask.sum(1)  # (N, H)
     spread = {}
@@ -851,7 +851,7 @@ def mean_features(model_dir: Path, texts: list[str], batch_size: int = 64, max_l
             index = order[start:start + batch_size]
             batch = tokenizer([texts[i] for i in index], padding=True, truncation=True, max_length=max_length,
                               return_tensors="pt")
-            hidden = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).last_hidden_state
+            hidden = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
             mask = batch["attention_mask"][..., None].float()
             out[index] = ((hidden * mask).sum(1) / mask.sum(1)).double().numpy()
     return out

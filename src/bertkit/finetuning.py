@@ -107,6 +107,8 @@ class FinetuneConfig(TrainingConfig):
     epochs: int = 3
     warmup_ratio: float = 0.1
     max_seq_length: int = 128
+    max_train_samples: int | None = None  # the first N training examples only (transformers' example scripts' flag)
+    max_eval_samples: int | None = None  # the first N dev examples only
     group_by_length: bool = False  # True: length-grouped batches (costs quality; see tasks/programs.py)
     eval_batch_size: int = 64
     reinit_head: bool = False  # ignore the checkpoint's head and label map: always a fresh head
@@ -132,7 +134,7 @@ class FinetuneConfig(TrainingConfig):
 
         check_choice("family", self.family, task_family_names())
         for name in ("epochs", "max_seq_length", "eval_batch_size", "max_query_length", "max_answer_length",
-                     "n_best_size", "num_beams", "max_target_length"):
+                     "n_best_size", "num_beams", "max_target_length", "max_train_samples", "max_eval_samples"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
         if self.max_seq_length < 8:
@@ -153,7 +155,7 @@ class FinetuneConfig(TrainingConfig):
                 raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging) and "
                                   f"classification, not {self.family}")
         if self.text2text_task is not None:
-            from bertkit.tasks.text2text import TASKS
+            from bertkit.tasks.registry import TEXT2TEXT_TASKS as TASKS
 
             check_choice("text2text_task", self.text2text_task, TASKS)
         check_choice("feature_cache", self.feature_cache, ("auto", "memory", "disk"))
@@ -327,8 +329,8 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
 
         spec.glue_task = glue_task_name(spec.glue_task)
         spec.regression = spec.glue_task in REGRESSION_TASKS
-    train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)
-    dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
+    train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)[:config.max_train_samples]
+    dev_examples = program_cls.read(config.dev, spec, config.dev_labels)[:config.max_eval_samples] if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None

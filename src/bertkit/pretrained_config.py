@@ -123,10 +123,9 @@ class PretrainedConfig:
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike):
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise BertkitError(f"{directory}: no such model directory")
-        return cls.from_json_file(directory / "config.json")
+        from bertkit.interop.hub_cache import resolve_model_dir
+
+        return cls.from_json_file(resolve_model_dir(directory) / "config.json")
 
     # ---- serialisation ------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

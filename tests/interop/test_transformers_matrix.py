@@ -86,9 +86,9 @@ def _batch(pad_id: int, choices: int | None):
 
 def _bertkit_outputs(model, name: str, ids, types, mask) -> dict[str, torch.Tensor]:
     if name == "SpanBertForPreTraining":  # needs span labels: compare its MLM head's vocabulary logits
-        hidden = model.bert(ids, types, mask).last_hidden_state
+        hidden = model.bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
         return {"logits": model.cls.predictions(hidden, model.bert.embeddings.word_embeddings.weight)}
-    out = model(ids, types, mask)
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
     return {key: getattr(out, key) for key in OUTPUT_NAMES if getattr(out, key, None) is not None}
 
 

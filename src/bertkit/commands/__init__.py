@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse with a usage error as one line that points at --help, instead of the usage
+    block first (`bertkit finetune classify: error: ... (see bertkit finetune classify --help)`).
+    Sub-command parsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def note(message: str) -> None:
@@ -37,18 +47,11 @@ def warn_about_schedule(config) -> None:
     warn(config.warmup_warning())
 
 
-THREADS_HELP = ("CPU threads for torch, the tokenizers library and data workers (default: OMP_NUM_THREADS "
-                "when set, else the cores this process may use)")
-
-
-def add_runtime_options(parser, *, progress: bool = True) -> None:
-    """`--threads N` and `--no-progress`, the same on every long-running command. `bertkit`
-    applies `--threads` once before the command runs (bertkit.parallel.apply_thread_policy)
-    and leaves the resolved count in `args.threads`; each command maps `args.no_progress`
-    onto its own progress setting."""
-    parser.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
-    if progress:
-        parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+def add_skip_bad_lines_argument(parser) -> None:
+    """`--skip-bad-lines`, on every command that reads text lines and advises it on a bad byte;
+    a warning then says how many lines each file lost (bertkit.textio.warn_skipped)."""
+    parser.add_argument("--skip-bad-lines", action="store_true",
+                        help="skip undecodable or malformed input lines instead of stopping (a warning counts them)")
 
 
 @contextmanager
@@ -65,3 +68,17 @@ def one_line_warnings() -> Iterator[None]:
         yield
     finally:
         warnings.showwarning = shown
+
+
+THREADS_HELP = ("CPU threads for torch, the tokenizers library and data workers (default: OMP_NUM_THREADS "
+                "when set, else the cores this process may use)")
+
+
+def add_runtime_options(parser, *, progress: bool = True) -> None:
+    """`--threads N` and `--no-progress`, the same on every long-running command. `bertkit`
+    applies `--threads` once before the command runs (bertkit.parallel.apply_thread_policy)
+    and leaves the resolved count in `args.threads`; each command maps `args.no_progress`
+    onto its own progress setting."""
+    parser.add_argument("--threads", type=int, metavar="N", help=THREADS_HELP)
+    if progress:
+        parser.add_argument("--no-progress", action="store_true", help="no progress bars")

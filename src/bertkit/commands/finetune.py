@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 
-from bertkit.commands import add_runtime_options, one_line_warnings
+from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
 from bertkit.tasks.registry import QA, command_families, get_task_family
@@ -32,6 +31,7 @@ _COMMON_FIELDS = {
     "model": "init_from", "output_dir": "output_dir", "epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
     "max_seq_length": "max_seq_length", "seed": "seed", "warmup_ratio": "warmup_ratio",
     "early_stopping": "early_stopping_patience", "train": "train", "dev": "dev",
+    "max_train_samples": "max_train_samples", "max_eval_samples": "max_eval_samples",
 }
 TASK_FIELDS = {
     "glue": {"task": "glue_task"},
@@ -93,7 +93,7 @@ def add_parser(subparsers) -> None:
 
 def add_text2text_options(p) -> None:
     """The flags saying which text-to-text task reads the files (`finetune` and `evaluate text2text`)."""
-    from bertkit.tasks.text2text import TASKS
+    from bertkit.tasks.registry import TEXT2TEXT_TASKS as TASKS
 
     p.add_argument("--task", choices=TASKS, help="what the files hold (default: pairs): a GLUE task (--glue-task), "
                                                  "SQuAD v1.1 JSON, CoNLL NER, or source/target pairs")
@@ -142,6 +142,8 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--batch-size", type=int, help="sequences per optimizer step (default 32)")
     p.add_argument("--max-seq-length", type=int, help="tokens per sequence, longer inputs are cut (default 128)")
     p.add_argument("--seed", type=int, help="seed of the head's initialisation, data order and dropout (default 42)")
+    p.add_argument("--max-train-samples", type=int, metavar="N", help="train on the first N examples only (a quick try)")
+    p.add_argument("--max-eval-samples", type=int, metavar="N", help="evaluate on the first N dev examples only")
     p.add_argument("--warmup-ratio", type=float, help="fraction of the steps spent warming up (default 0.1)")
     p.add_argument("--early-stopping", type=int, metavar="N", help="stop after N evaluations without improvement")
     p.add_argument("--grid", action="store_true",
@@ -224,9 +226,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments
 
     config = build_config(config_values(args), parse_set_arguments(args.set))
-    with one_line_warnings():
-        result = finetune(config, overwrite=args.overwrite,
-                          notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
+    result = finetune(config, overwrite=args.overwrite, notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
     if result.best_dir is not None:
         print(f"best model: {result.best_dir}  ({result.metric} {result.best_metric:.4f} at step {result.best_step}; "
               f"report: {result.output_dir / 'report.md'})")

@@ -21,7 +21,9 @@ import argparse
 import json
 import sys
 
-from bertkit.commands import add_precision_argument, add_runtime_options, one_line_warnings
+from bertkit.commands import (
+    add_precision_argument, add_runtime_options, add_skip_bad_lines_argument, one_line_warnings,
+)
 from bertkit.errors import BertkitError
 
 
@@ -34,6 +36,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, metavar="DIR", help="checkpoint directory of a generating model (T5, GPT)")
     p.add_argument("--file", help="read inputs from this file instead, one per line (txt, .gz; JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    add_skip_bad_lines_argument(p)
     add_generation_arguments(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-source-length", type=int,
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.commands.inputs import read_texts
     from bertkit.inference.generation import generate, load_generator
 
-    inputs = read_texts(args.texts, args.file, args.text_field)
+    inputs = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     check_texts(inputs)
     loaded = load_generator(args.model, args.device, args.precision)
     texts = [item.text for item in inputs]

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bertkit.commands import add_runtime_options
+from bertkit.commands import add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
 
 ALGORITHM_HELP = (
@@ -35,9 +35,7 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--text-field", default="text", metavar="NAME", help="JSONL field holding the text (default: text)")
     p.add_argument("--tsv-column", metavar="NAME", help="read the files as TSV with a header; use this column")
-    p.add_argument(
-        "--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines instead of stopping"
-    )
+    add_skip_bad_lines_argument(p)
 
 
 def _add_train(commands) -> None:
@@ -157,6 +155,7 @@ def _add_encode(commands) -> None:
     p.add_argument(
         "--pair-field", default="pair", metavar="NAME", help="JSONL field of the second text, if any (default: pair)"
     )
+    add_skip_bad_lines_argument(p)
     p.add_argument("--max-length", type=int, metavar="N", help="truncate to N tokens (longest_first)")
     p.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP], <sep>/<cls>, </s>...")
     add_runtime_options(p)
@@ -281,7 +280,7 @@ def _encode_inputs(args: argparse.Namespace) -> list[tuple[str, str, str | None]
 
     if args.file and file_kind(args.file) == "jsonl":
         inputs = []
-        for line_no, record in iter_jsonl(args.file):
+        for line_no, record in iter_jsonl(args.file, args.skip_bad_lines, skip_advice=True):
             if args.text_field not in record:
                 raise missing_field(args.file, line_no, [args.text_field], record)
             text = as_text(record[args.text_field], args.file, line_no, args.text_field)
@@ -289,7 +288,8 @@ def _encode_inputs(args: argparse.Namespace) -> list[tuple[str, str, str | None]
             pair = None if pair is None else as_text(pair, args.file, line_no, args.pair_field)
             inputs.append((f"{args.file}:{line_no}", text, pair))
     else:
-        inputs = [(line.source, line.text, None) for line in numbered_lines(args.file) if line.text.strip()]
+        inputs = [(line.source, line.text, None) for line in numbered_lines(args.file, args.skip_bad_lines)
+                  if line.text.strip()]
     if not inputs:
         raise BertkitError(f"{args.file or '<stdin>'}: empty input, no texts")
     return inputs

@@ -56,6 +56,7 @@ from bertkit.data.sentences import split_sentences
 from bertkit.data.shards import TMP_PREFIX, ShardArrays, id_dtype, shard_name, write_shard
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.parallel import parallel_map
+from bertkit.columnar import expand_inputs
 from bertkit.textio import check_readable
 
 MASKINGS = ("dynamic", "static")
@@ -170,7 +171,7 @@ def build_dataset(
         raise ConfigError(f"shard_index={job_index!r} must be in [0, {num_jobs}) (--num-shards {num_jobs})")
     if not files:
         raise BertkitError("no corpus files given")
-    paths = [check_readable(f) for f in files]
+    paths = [check_readable(f) for f in expand_inputs(files)]  # a folder of Parquet / Arrow files: its files
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
     _check_special_tokens(tokenizer, tokenizer_dir, get_format(options.instance_format).needs_tokens,
                           options.masking == "static")
@@ -367,7 +368,7 @@ def documents_by_split(files: Sequence[str | os.PathLike], data_dir: str | os.Pa
     if not metas:
         raise BertkitError(f"{data_dir}: no built shards (run bertkit data build first)")
     recipe = next(iter(metas.values()))["recipe"]
-    paths = [check_readable(f) for f in files]
+    paths = [check_readable(f) for f in expand_inputs(files)]
     if [[p.name, p.stat().st_size] for p in paths] != recipe["inputs"]:
         raise BertkitError(f"{data_dir}: built from {recipe['inputs']}, not from {[str(p) for p in paths]}")
     tokenizer = Tokenizer.from_pretrained(data_dir / TOKENIZER_DIR)

@@ -215,7 +215,9 @@ def read_model_type(directory: str | Path) -> str:
     from bertkit.pretrained_config import read_json_object
 
     if not Path(directory).is_dir():
-        raise BertkitError(f"{directory}: no such model directory")
+        from bertkit.interop.hub_cache import where_models_come_from
+
+        raise BertkitError(where_models_come_from(str(directory)))
     values = read_json_object(Path(directory) / "config.json")
     if prelayernorm.is_hf_config(values):  # a pre-LN BERT or RoBERTa in transformers' layout
         return prelayernorm.native_model_type(values)

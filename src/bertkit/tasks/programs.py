@@ -423,6 +423,8 @@ class ClassificationProgram(TaskProgram):
         module = cls.module()
         if spec.regression:
             return None
+        if spec.glue_task:
+            checkpoint_label2id = module.glue_label_map(spec.glue_task, checkpoint_label2id)
         kept = module.check_label_map(checkpoint_label2id, train + dev, origin)
         if kept is not None:
             return [name for name, _ in sorted(kept.items(), key=lambda item: item[1])]

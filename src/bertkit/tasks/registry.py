@@ -44,6 +44,9 @@ TAGGING = "tagging"
 MULTIPLE_CHOICE = "multiple_choice"
 QA = "qa"
 TEXT2TEXT = "text2text"
+# what a text-to-text family's files hold (`--task`); here, not in bertkit.tasks.text2text, so the
+# command line offers them without importing torch
+TEXT2TEXT_TASKS = ("glue", "squad", "ner", "pairs")
 
 
 @dataclass(frozen=True)

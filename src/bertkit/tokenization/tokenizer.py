@@ -176,7 +176,12 @@ class Tokenizer:
         """
         directory = Path(directory)
         if not directory.is_dir():
-            raise BertkitError(f"{directory}: no such tokenizer directory")
+            from bertkit.interop.hub_cache import cached_snapshot, looks_like_model_id
+
+            snapshot = cached_snapshot(str(directory)) if looks_like_model_id(str(directory)) else None
+            if snapshot is None:
+                raise BertkitError(f"{directory}: no such tokenizer directory")
+            directory = snapshot  # a Hugging Face id in the local cache
         vocab_path, json_path, config_path = directory / VOCAB_FILE, directory / TOKENIZER_FILE, directory / CONFIG_FILE
         if not vocab_path.is_file() and not json_path.is_file():
             raise BertkitError(f"{directory}: no {VOCAB_FILE} or {TOKENIZER_FILE} in this directory")

@@ -297,8 +297,8 @@ class AlbertModel(UnpadSwitch, AlbertPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         unpad: bool | None = None,
@@ -363,8 +363,8 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         sentence_order_label: torch.Tensor | None = None,
         output_hidden_states: bool = False,
@@ -399,8 +399,8 @@ class AlbertForMaskedLM(AlbertPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,

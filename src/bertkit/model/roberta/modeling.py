@@ -129,8 +129,8 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
@@ -181,3 +181,18 @@ class RobertaForMultipleChoice(RobertaPreTrainedModel, BertForMultipleChoice):
 
     backbone_prefix = "roberta."
     optional_prefixes = ("classifier.", "roberta.pooler.")
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ):
+        """As BertForMultipleChoice, in transformers' own order for this class (token_type_ids
+        second: RobertaForMultipleChoice's signature differs from its siblings')."""
+        return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                               labels=labels, output_hidden_states=output_hidden_states,
+                               output_attentions=output_attentions)
