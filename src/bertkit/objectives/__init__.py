@@ -24,6 +24,7 @@ OBJECTIVES = {
     "albert": "bertkit.objectives.albert:AlbertObjective",
     "xlnet": "bertkit.objectives.xlnet:XLNetObjective",
     "t5": "bertkit.objectives.t5:T5Objective",
+    "bart": "bertkit.objectives.bart:BartObjective",
 }
 
 
