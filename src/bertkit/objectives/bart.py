@@ -33,10 +33,8 @@ from bertkit.data.denoising import (full_stop_ids, insert_noise, mask_spans, per
                                     rotate, sentence_bounds)
 from bertkit.data.masking import example_rng
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.evaluation.metrics import percent
 from bertkit.model.bart import BartConfig, BartForConditionalGeneration
-from bertkit.model.families import model_inputs
-from bertkit.objectives.base import PretrainingObjective, sequence_counts
+from bertkit.objectives.base import PretrainingObjective, TargetTokensLoss
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
 
@@ -82,7 +80,7 @@ def bart_special_ids(tokenizer: Any, source: str) -> tuple[int, int, int]:
     return int(tokenizer.bos_token_id), int(tokenizer.eos_token_id), int(tokenizer.mask_token_id)
 
 
-class BartObjective(PretrainingObjective):
+class BartObjective(TargetTokensLoss, PretrainingObjective):
     name = "bart"
     data_formats = ("packed",)  # whole documents: paired (nsp / sop) data is refused
     settings_class = BartSettings
@@ -90,8 +88,6 @@ class BartObjective(PretrainingObjective):
     model_class = BartForConditionalGeneration
     needs_dynamic_masking = "noises documents as it loads"
     config_defaults: dict[str, Any] = {"preset": "bart-mini"}
-    progress_keys = ("token_accuracy",)
-    plot_panels = [("Loss", ["loss", "eval_loss"]), ("Target token accuracy", ["token_accuracy", "eval_token_accuracy"])]
 
     def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED,
                  settings: BartSettings | None = None):
@@ -189,24 +185,3 @@ class BartObjective(PretrainingObjective):
         inputs = collate([{"input_ids": e["input_ids"]} for e in examples], self.pad_id)
         labels = collate([{"input_ids": e["labels"]} for e in examples], IGNORE_INDEX)["input_ids"]
         return {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"], "labels": labels}
-
-    # ---- loss ---------------------------------------------------------------------------------
-    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        return {"targets": sequence_counts(batch["labels"])}
-
-    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
-        labels = batch["labels"]
-        out = model(**model_inputs(model, batch), labels=labels)  # shifted right after EOS into the decoder
-        target = labels != IGNORE_INDEX
-        count = float(target.sum())
-        correct = float((out.logits.argmax(dim=-1)[target] == labels[target]).sum())
-        stats = {"target_loss_sum": float(out.loss.detach()) * count, "target_correct": correct, "target_count": count}
-        return out.loss * (count / max(totals["targets"], 1.0)), stats
-
-    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
-        count = stats.get("target_count", 0.0)
-        if not count:
-            return {}
-        loss = stats["target_loss_sum"] / count
-        return {"loss": loss, "token_accuracy": percent(stats["target_correct"], count),
-                "perplexity": float(np.exp(min(loss, 50.0)))}
