@@ -96,13 +96,15 @@ def _add_train(commands) -> None:
         special.add_argument(f"--{role}-token", metavar="TOKEN")
     special.add_argument("--extra-special-tokens", metavar="A,B", help="more special tokens, comma-separated")
     special.add_argument("--unused-tokens", type=int, default=0, metavar="N", help="reserve [unused0]..[unusedN-1]")
-    unigram = p.add_argument_group("special-token layouts of unigram and bbpe (docs/tokenizers.md)")
+    unigram = p.add_argument_group("special-token layouts (docs/tokenizers.md)")
     unigram.add_argument(
         "--layout",
         metavar="NAME",
         help="unigram: xlnet (A <sep> <cls>, left padding; default), t5 (A </s>; default with --sentinels), "
         "albert ([CLS] A [SEP]); bbpe: roberta (<s> A </s>; default), gpt2 (<|endoftext|> as BOS/EOS/UNK, "
-        "no template), kogpt2 (</s> as BOS and EOS, <unk> <pad> <mask> <unused0>..<unused99>)",
+        "no template), kogpt2 (</s> as BOS and EOS, <unk> <pad> <mask> <unused0>..<unused99>); "
+        "bpe / bbpe: bart (<s> <pad> </s> <unk> <mask>), kobart (<s> </s> <usr> <pad> <sys> <unk> <mask>), "
+        "both <s> A </s>",
     )
     unigram.add_argument(
         "--sentinels",
@@ -166,23 +168,30 @@ def run_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from bertkit.tokenization.train import TextOptions, TrainOptions, train_tokenizer
-    from bertkit.tokenization.train.options import SPECIAL_ROLES, default_specials
+    from bertkit.tokenization.train.decoder_layouts import BBPE_LAYOUTS
+    from bertkit.tokenization.train.options import (SPECIAL_LAYOUT_ALGORITHMS, SPECIAL_LAYOUTS, SPECIAL_ROLES,
+                                                    default_specials)
 
-    specials = default_specials(args.algorithm)
     overrides = {role: getattr(args, f"{role}_token") for role in SPECIAL_ROLES}
     unigram = args.algorithm == "unigram"
     if unigram and (args.unused_tokens or any(overrides.values())):
         raise BertkitError("--algorithm unigram takes its special tokens from --layout (and --extra-special-tokens)")
-    if args.algorithm == "bbpe" and args.layout not in (None, "roberta"):
-        if args.unused_tokens or any(overrides.values()):
-            raise BertkitError(f"--layout {args.layout} has its own special tokens (only --extra-special-tokens adds more)")
-    elif not unigram and (args.layout or args.sentinels):
-        raise BertkitError(f"--layout applies only to --algorithm unigram or bbpe, --sentinels only to unigram; "
-                           f"not {args.algorithm}")
+    decoder = args.algorithm == "bbpe" and args.layout in BBPE_LAYOUTS
+    if not unigram and args.sentinels:
+        raise BertkitError(f"--sentinels apply only to --algorithm unigram, not {args.algorithm}")
+    if decoder and args.layout != "roberta" and (args.unused_tokens or any(overrides.values())):
+        raise BertkitError(f"--layout {args.layout} has its own special tokens (only --extra-special-tokens adds more)")
+    if not unigram and args.layout and not decoder and (args.algorithm not in SPECIAL_LAYOUT_ALGORITHMS
+                                                        or args.layout not in SPECIAL_LAYOUTS):
+        raise BertkitError(f"--layout {args.layout} does not apply to --algorithm {args.algorithm} (unigram: xlnet, "
+                           f"t5, albert; bbpe: {', '.join(BBPE_LAYOUTS)}; "
+                           f"{', '.join(SPECIAL_LAYOUT_ALGORITHMS)}: {', '.join(SPECIAL_LAYOUTS)})")
+    specials = SPECIAL_LAYOUTS[args.layout] if args.layout in SPECIAL_LAYOUTS and not unigram \
+        else default_specials(args.algorithm)
     if args.cased and args.lowercase:
         raise BertkitError("--cased and --lowercase contradict each other")
     lowercase = True if args.lowercase else False if args.cased else None  # None: the algorithm's default
-    extra = tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
+    extra = specials.extra + tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
     specials = replace(specials, **{k: v for k, v in overrides.items() if v}, extra=extra, unused=args.unused_tokens)
     options = TrainOptions(
         algorithm=args.algorithm,

@@ -183,6 +183,12 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
                       generator="bertkit.model.t5.modeling:T5ForConditionalGeneration",
                       distillable=False),
+    "bart": ModelFamily("bart", "bertkit.model.bart.config:BartConfig", "bertkit.model.bart.modeling:BartModel", "model", {
+        "classification": "bertkit.model.bart.modeling:BartForSequenceClassification",  # the decoder's last EOS state
+        "qa": "bertkit.model.bart.modeling:BartForQuestionAnswering",
+        "text2text": "bertkit.model.bart.modeling:BartForConditionalGeneration",
+    }, input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
+        generator="bertkit.model.bart.modeling:BartForConditionalGeneration", distillable=False),
     "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet.config:XLNetConfig", "bertkit.model.xlnet.modeling:XLNetModel",
                          "transformer", {
         "classification": "bertkit.model.xlnet.modeling:XLNetForSequenceClassification",

@@ -85,6 +85,8 @@ class GenerationSettings:
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
     decoder_start_token_id: int | None = None
+    forced_bos_token_id: int | None = None
+    forced_eos_token_ids: tuple[int, ...] = ()
     use_cache: bool = True
     prompt_length: int = 1
 
@@ -151,6 +153,11 @@ def resolve_settings(config: Any, prompt_length: int = 1, max_new_tokens: int | 
             start = pad
         if start is None:
             raise ConfigError("decoder_start_token_id: not set (neither given nor in the model config)")
+    for name in ("forced_bos_token_id", "forced_eos_token_id"):  # BART's config sets them (logits_processing)
+        options.setdefault(name, getattr(config, name, None))
+    forced_eos = options.pop("forced_eos_token_id")
+    options["forced_eos_token_ids"] = tuple(forced_eos) if isinstance(forced_eos, (list, tuple)) else (
+        () if forced_eos is None else (int(forced_eos),))
     unknown = set(options) - {f.name for f in dataclasses.fields(GenerationSettings)}
     if unknown:
         raise ConfigError(f"{sorted(unknown)[0]}: not a generate() argument")
@@ -182,6 +189,8 @@ class GenerationMixin:
         (1.0; over the prompt's real tokens and the new ones), length_penalty (1.0),
         early_stopping (False / True / "never"), no_repeat_ngram_size (0),
         num_return_sequences (1), eos_token_id, pad_token_id, decoder_start_token_id,
+        forced_bos_token_id, forced_eos_token_id (the last three default to the model config's:
+        BART's EOS start and forced tokens),
         use_cache (True); stop_strings with `tokenizer` (anything with `decode(ids)`): a
         row ends when its text comes to contain one (the stop string is kept).
         Sampling draws from `generator`, or one seeded with `seed`, else torch's global RNG.
@@ -408,6 +417,10 @@ def process_scores(scores: torch.Tensor, tokens: torch.Tensor, counted: torch.Te
         scores = rules.ban_repeated_ngrams(scores, tokens, settings.no_repeat_ngram_size)
     if eos_ids.numel() and tokens.shape[1] - settings.prompt_length < settings.min_new_tokens:
         scores = rules.ban_eos(scores, eos_ids)
+    if settings.forced_bos_token_id is not None and tokens.shape[1] == settings.prompt_length:
+        scores = rules.force_token(scores, torch.tensor([settings.forced_bos_token_id], device=scores.device))
+    if settings.forced_eos_token_ids and tokens.shape[1] == settings.max_length - 1:
+        scores = rules.force_token(scores, torch.tensor(settings.forced_eos_token_ids, device=scores.device))
     if settings.do_sample:
         if settings.temperature != 1.0:
             scores = rules.scale_temperature(scores, settings.temperature)

@@ -9,10 +9,12 @@ greedy and beam outputs match its `generate`:
   1. `penalize_repetitions` repetition_penalty: tokens already in the hypothesis less likely
   2. `ban_repeated_ngrams`  no_repeat_ngram_size: an n-gram may occur once per hypothesis
   3. `ban_eos`              min_new_tokens: no EOS before that many new tokens
+  4. `force_token`          forced_bos_token_id as the first new token, forced_eos_token_id
+                            as the last one max_length allows (BART's config sets both)
   then, when sampling only:
-  4. `scale_temperature`    scores / temperature
-  5. `keep_top_k`           the k best tokens
-  6. `keep_top_p`           the smallest set of best tokens whose probability reaches p
+  5. `scale_temperature`    scores / temperature
+  6. `keep_top_k`           the k best tokens
+  7. `keep_top_p`           the smallest set of best tokens whose probability reaches p
 """
 
 from __future__ import annotations
@@ -58,6 +60,13 @@ def ban_eos(scores: torch.Tensor, eos_token_ids: torch.Tensor) -> torch.Tensor:
     scores = scores.clone()
     scores[:, eos_token_ids] = float("-inf")
     return scores
+
+
+def force_token(scores: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """Only `token_ids` (E,) long possible, at score 0 (transformers' forced BOS / EOS rules)."""
+    forced = torch.full_like(scores, float("-inf"))
+    forced[:, token_ids] = 0.0
+    return forced
 
 
 def scale_temperature(scores: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -26,6 +26,7 @@ OBJECTIVES = {
     "t5": "bertkit.objectives.t5:T5Objective",
     "clm": "bertkit.objectives.clm:ClmObjective",
     "bilm": "bertkit.objectives.bilm:BilmObjective",
+    "bart": "bertkit.objectives.bart:BartObjective",
 }
 
 

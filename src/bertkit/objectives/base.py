@@ -28,6 +28,7 @@ from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
+from bertkit.model.families import model_inputs
 from bertkit.objectives.settings import ObjectiveSettings
 from bertkit.pretrained_config import PretrainedConfig
 from bertkit.training.config import EVAL_SEED
@@ -248,3 +249,32 @@ def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_i
 def sequence_counts(labels: torch.Tensor) -> float:
     return float((labels != -100).sum())
 
+
+class TargetTokensLoss:
+    """The loss of an encoder-decoder objective (T5's span corruption, BART's denoising): the
+    model's mean cross-entropy over the target tokens (`labels` != -100, fed to the decoder
+    shifted right), weighted by the batch's share of the step's targets; token accuracy and
+    perplexity as metrics. A mixin beside `PretrainingObjective`."""
+
+    progress_keys = ("token_accuracy",)
+    plot_panels = [("Loss", ["loss", "eval_loss"]), ("Target token accuracy", ["token_accuracy", "eval_token_accuracy"])]
+
+    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        return {"targets": sequence_counts(batch["labels"])}
+
+    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
+        labels = batch["labels"]
+        out = model(**model_inputs(model, batch), labels=labels)  # shifted right into the decoder's inputs
+        target = labels != -100
+        count = target.sum()  # statistics stay on the device until logged (bertkit.training.step_sums)
+        correct = ((out.logits.detach().argmax(dim=-1) == labels) & target).sum()
+        stats = {"target_loss_sum": out.loss.detach().float() * count, "target_correct": correct, "target_count": count}
+        return out.loss * (count / max(totals["targets"], 1.0)), stats
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        count = stats.get("target_count", 0.0)
+        if not count:
+            return {}
+        loss = stats["target_loss_sum"] / count
+        return {"loss": loss, "token_accuracy": percent(stats["target_correct"], count),
+                "perplexity": math.exp(min(loss, 50.0))}

@@ -22,8 +22,9 @@ SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 class SpecialTokens:
     """Special tokens by role, and the order in which they open the vocabulary (ids 0, 1, ...).
 
-    After the five role tokens come `extra` tokens, then `unused` placeholder slots
-    `[unused0]`, `[unused1]`, ... (BERT reserves such slots for later use).
+    `order` lists the five roles, and may place `extra` tokens among them by name
+    (KoBART's <usr> at id 2); the other `extra` tokens come after, then `unused`
+    placeholder slots `[unused0]`, `[unused1]`, ... (BERT reserves such slots for later use).
     """
 
     pad: str = "[PAD]"
@@ -36,8 +37,11 @@ class SpecialTokens:
     order: tuple[str, ...] = SPECIAL_ROLES
 
     def __post_init__(self) -> None:
-        if sorted(self.order) != sorted(SPECIAL_ROLES):
-            raise ConfigError(f"special token order={self.order!r} must list each of {SPECIAL_ROLES} once")
+        roles = [name for name in self.order if name in SPECIAL_ROLES]
+        placed = [name for name in self.order if name not in SPECIAL_ROLES]
+        if sorted(roles) != sorted(SPECIAL_ROLES) or any(name not in self.extra for name in placed):
+            raise ConfigError(f"special token order={self.order!r} must list each of {SPECIAL_ROLES} once "
+                              "(and may place extra tokens by name)")
         if not isinstance(self.unused, int) or self.unused < 0:
             raise ConfigError(f"unused={self.unused!r} must be an integer >= 0")
         tokens = self.tokens()
@@ -54,7 +58,8 @@ class SpecialTokens:
     def tokens(self) -> list[str]:
         """All special tokens in vocabulary order."""
         unused = [f"[unused{i}]" for i in range(self.unused)]
-        return [self.role(r) for r in self.order] + list(self.extra) + unused
+        ordered = [self.role(name) if name in SPECIAL_ROLES else name for name in self.order]
+        return ordered + [t for t in self.extra if t not in self.order] + unused
 
 
 BERT_SPECIALS = SpecialTokens()
@@ -62,6 +67,17 @@ BERT_SPECIALS = SpecialTokens()
 ROBERTA_SPECIALS = SpecialTokens(
     pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>", order=("cls", "pad", "sep", "unk", "mask")
 )
+
+
+# KoBART's (gogamza/kobart-base-v2): <s>=0 </s>=1 <usr>=2 <pad>=3 <sys>=4 <unk>=5 <mask>=6
+KOBART_SPECIALS = SpecialTokens(
+    pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>", extra=("<usr>", "<sys>"),
+    order=("cls", "sep", "<usr>", "pad", "<sys>", "unk", "mask"),
+)
+# --layout for the BPE algorithms: BART's specials are RoBERTa's (bbpe's default), KoBART's its own;
+# <s> / </s> play BOS / EOS ([CLS] / [SEP]): `<s> A </s>`, `<s> A </s> B </s>`
+SPECIAL_LAYOUTS = {"bart": ROBERTA_SPECIALS, "kobart": KOBART_SPECIALS}
+SPECIAL_LAYOUT_ALGORITHMS = ("bpe", "bbpe")
 
 
 def default_specials(algorithm: str) -> SpecialTokens:
@@ -168,18 +184,17 @@ class TrainOptions:
                     raise ConfigError(
                         f"text.{name} ({flag}) does not apply to unigram (its text pipeline: NFKC, then case)"
                     )
-        elif self.algorithm == "bbpe" and self.layout is not None:
-            if self.layout not in BBPE_LAYOUTS:
-                raise ConfigError(f"layout={self.layout!r} is unknown for bbpe (allowed: {', '.join(BBPE_LAYOUTS)})")
-            if self.sentinels:
-                raise ConfigError("sentinels apply only to algorithm='unigram', not 'bbpe'")
+        elif self.sentinels:
+            raise ConfigError(f"sentinels apply only to algorithm='unigram', not {self.algorithm!r}")
+        elif self.layout is not None:
+            decoder = self.algorithm == "bbpe" and self.layout in BBPE_LAYOUTS
+            seq2seq = self.algorithm in SPECIAL_LAYOUT_ALGORITHMS and self.layout in SPECIAL_LAYOUTS
+            if not (decoder or seq2seq):
+                raise ConfigError(f"layout={self.layout!r} does not apply to algorithm={self.algorithm!r} (unigram: "
+                                  f"xlnet, t5, albert; bbpe: {', '.join(BBPE_LAYOUTS)}; "
+                                  f"{', '.join(SPECIAL_LAYOUT_ALGORITHMS)}: {', '.join(SPECIAL_LAYOUTS)})")
             if self.decoder_layout is not None and self.specials is not None and self.specials.unused:
                 raise ConfigError(f"unused tokens do not apply to layout={self.layout!r} (it has its own specials)")
-        elif self.layout is not None or self.sentinels:
-            raise ConfigError(
-                f"layout applies only to algorithm='unigram' or 'bbpe', sentinels only to 'unigram'; "
-                f"not {self.algorithm!r}"
-            )
         if not self.text_field:
             raise ConfigError("text_field must be a non-empty JSON key")
         if self.text.lowercase is None:  # resolve the per-algorithm default once
@@ -200,7 +215,14 @@ class TrainOptions:
 
     @property
     def special_tokens(self) -> SpecialTokens:
-        return self.specials if self.specials is not None else default_specials(self.algorithm)
+        if self.specials is not None:
+            return self.specials
+        return SPECIAL_LAYOUTS[self.layout] if self.layout in SPECIAL_LAYOUTS else default_specials(self.algorithm)
+
+    @property
+    def has_bos_eos(self) -> bool:
+        """Whether [CLS] / [SEP] are also written as BOS / EOS (byte-level BPE, the bart / kobart layouts)."""
+        return self.algorithm == "bbpe" or self.layout in SPECIAL_LAYOUTS
 
     @property
     def decoder_layout(self) -> DecoderLayout | None:

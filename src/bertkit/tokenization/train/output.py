@@ -74,7 +74,7 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
     )
     specials = options.special_tokens
     special_map = {f"{role}_token": specials.role(role) for role in SPECIAL_ROLES}
-    if options.algorithm == "bbpe":
+    if options.has_bos_eos:
         special_map.update(bos_token=specials.cls, eos_token=specials.sep)
     write("special_tokens_map.json", json.dumps(special_map, indent=2, ensure_ascii=False) + "\n")
     return written
@@ -125,8 +125,10 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
         "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         "clean_up_tokenization_spaces": options.algorithm != "bbpe",
     }
+    if options.has_bos_eos:
+        config.update(bos_token=specials.cls, eos_token=specials.sep)
     if options.algorithm == "bbpe":
-        config.update(bos_token=specials.cls, eos_token=specials.sep, add_prefix_space=True)
+        config.update(add_prefix_space=True)
     extra = list(specials.extra) + [f"[unused{i}]" for i in range(specials.unused)]
     if extra:
         config["additional_special_tokens"] = extra
@@ -149,6 +151,8 @@ def training_record(options: TrainOptions, files: Sequence[str]) -> dict:
     if options.algorithm == "unigram":
         del record["score"], record["min_frequency"], record["limit_alphabet"]
         record.update(layout=resolve_layout(options.layout, options.sentinels).name, sentinels=options.sentinels)
+    elif options.layout is not None:
+        record.update(layout=options.layout)
     return record
 
 
