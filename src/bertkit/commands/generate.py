@@ -53,6 +53,8 @@ def add_generation_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=50, help="sample from the k most likely tokens (0: all)")
     p.add_argument("--top-p", type=float, default=1.0, help="sample from the smallest set reaching this probability")
+    p.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="scores of tokens already generated divided by this (> 1: fewer repeats; default: 1.0)")
     p.add_argument("--seed", type=int, help="random seed of the sampling")
 
 
@@ -60,7 +62,8 @@ def generation_options(args: argparse.Namespace) -> dict:
     """`model.generate` keyword arguments from the decoding flags."""
     options = dict(num_beams=args.num_beams, length_penalty=args.length_penalty,
                    early_stopping={"true": True, "false": False}.get(args.early_stopping, args.early_stopping),
-                   no_repeat_ngram_size=args.no_repeat_ngram_size, do_sample=args.do_sample,
+                   no_repeat_ngram_size=args.no_repeat_ngram_size,
+                   repetition_penalty=args.repetition_penalty, do_sample=args.do_sample,
                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     if args.max_new_tokens is not None:
         options["max_new_tokens"] = args.max_new_tokens

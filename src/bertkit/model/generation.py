@@ -57,6 +57,7 @@ class GenerationSettings:
     length_penalty: float = 1.0
     early_stopping: bool | str = False
     no_repeat_ngram_size: int = 0
+    repetition_penalty: float = 1.0
     num_return_sequences: int = 1
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
@@ -75,6 +76,7 @@ class GenerationSettings:
         require(self.top_k >= 0, "top_k", ">= 0 (0: no top-k filter)")
         require(0 < self.top_p <= 1, "top_p", "in (0, 1]")
         require(self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", ">= 0")
+        require(self.repetition_penalty > 0, "repetition_penalty", "> 0 (1.0: no penalty)")
         require(self.early_stopping is True or self.early_stopping is False or self.early_stopping == "never",
                 "early_stopping", "True, False or 'never'")
         require(self.num_return_sequences >= 1, "num_return_sequences", ">= 1")
@@ -121,7 +123,17 @@ def resolve_settings(config: Any, max_new_tokens: int | None = None, max_length:
 
 
 class GenerationMixin:
-    """`generate` for an encoder-decoder model (see the module docstring for the contract)."""
+    """`generate` for an encoder-decoder model (see the module docstring for the contract),
+    and `decode_steps`: the same decoding one step at a time over rows that come and go
+    (a server's continuous batching, bertkit.model.decoding)."""
+
+    merges_decode_steps = False  # True: rows of different decoder lengths may share a step (relative positions)
+
+    def decode_steps(self, input_ids: list[list[int]]):
+        """An `EncoderDecoderSteps` over these inputs (the encoder runs now)."""
+        from bertkit.model.decoding import EncoderDecoderSteps
+
+        return EncoderDecoderSteps(self, input_ids)
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None, *,
@@ -133,7 +145,7 @@ class GenerationMixin:
         Options (transformers' names and defaults): max_new_tokens (20), max_length,
         min_new_tokens, min_length, num_beams (1), do_sample (False), temperature (1.0),
         top_k (50), top_p (1.0), length_penalty (1.0), early_stopping (False / True /
-        "never"), no_repeat_ngram_size (0), num_return_sequences (1), eos_token_id,
+        "never"), no_repeat_ngram_size (0), repetition_penalty (1.0), num_return_sequences (1), eos_token_id,
         pad_token_id, decoder_start_token_id, use_cache (True).
         Sampling draws from `generator`, or one seeded with `seed`, else torch's global RNG."""
         settings = resolve_settings(self.config, **options)
@@ -212,6 +224,8 @@ def process_scores(scores: torch.Tensor, tokens: torch.Tensor, settings: Generat
                    eos_ids: torch.Tensor, min_keep: int) -> torch.Tensor:
     """One step's score rules (bertkit.model.logits_processing) in transformers' order.
     tokens: (N, L) the hypotheses so far; min_keep: tokens the sampling filters keep."""
+    if settings.repetition_penalty != 1.0:
+        scores = rules.penalize_repetition(scores, tokens, settings.repetition_penalty)
     if settings.no_repeat_ngram_size:
         scores = rules.ban_repeated_ngrams(scores, tokens, settings.no_repeat_ngram_size)
     if eos_ids.numel() and tokens.shape[1] - 1 < settings.min_new_tokens:

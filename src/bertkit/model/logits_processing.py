@@ -6,17 +6,27 @@ Python loop over hypotheses, so a step costs the same few kernels at any batch s
 The rules and their order are transformers' (`generation/logits_process.py`), so
 greedy and beam outputs match its `generate`:
 
-  1. `ban_repeated_ngrams`  no_repeat_ngram_size: an n-gram may occur once per hypothesis
-  2. `ban_eos`              min_new_tokens: no EOS before that many new tokens
+  1. `penalize_repetition`  repetition_penalty: tokens already in the hypothesis made less likely
+  2. `ban_repeated_ngrams`  no_repeat_ngram_size: an n-gram may occur once per hypothesis
+  3. `ban_eos`              min_new_tokens: no EOS before that many new tokens
   then, when sampling only:
-  3. `scale_temperature`    scores / temperature
-  4. `keep_top_k`           the k best tokens
-  5. `keep_top_p`           the smallest set of best tokens whose probability reaches p
+  4. `scale_temperature`    scores / temperature
+  5. `keep_top_k`           the k best tokens
+  6. `keep_top_p`           the smallest set of best tokens whose probability reaches p
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def penalize_repetition(scores: torch.Tensor, tokens: torch.Tensor, penalty: float) -> torch.Tensor:
+    """CTRL's repetition penalty (transformers' RepetitionPenaltyLogitsProcessor): the score
+    of every token already in the hypothesis (tokens (N, L), the start token included) is
+    divided by `penalty` when positive, multiplied by it when negative (> 1: less likely)."""
+    seen = torch.gather(scores, 1, tokens)
+    seen = torch.where(seen < 0, seen * penalty, seen / penalty)
+    return scores.scatter(1, tokens, seen)
 
 
 def ban_repeated_ngrams(scores: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor:
