@@ -42,6 +42,15 @@ def test_inference_client_feature_extraction_is_tei_embed(mlm_server, model_dirs
     np.testing.assert_allclose(raw, bertkit.embed(["Fine."], model=load_encoder(model_dirs["mlm"])), atol=1e-5)
 
 
+def test_inference_client_sentence_similarity_is_tei_similarity(mlm_server, model_dirs):
+    base, _ = mlm_server
+    client = huggingface_hub.InferenceClient(model=base)
+    scores = client.sentence_similarity("The bank raised rates.", other_sentences=["Rates went up.", "Fine."])
+    vectors = bertkit.embed(["The bank raised rates.", "Rates went up.", "Fine."], model=load_encoder(model_dirs["mlm"]),
+                            normalize=True)
+    np.testing.assert_allclose(scores, vectors[1:] @ vectors[0], atol=1e-5)
+
+
 def test_inference_client_text_classification_is_tei_predict(pair_server):
     base, _ = pair_server
     client = huggingface_hub.InferenceClient(model=base)

@@ -85,6 +85,8 @@ async def root(state, request: Request):
         return await (tgi.generate_stream_body if body.get("stream") is True else tgi.generate_body)(state, body)
     if serves == "predict":
         return await tei.predict_body(state, body)
+    if isinstance(body.get("inputs"), dict):  # {"source_sentence", "sentences"}: sentence similarity
+        return await tei.similarity_body(state, body)
     return await tei.embed_body(state, body)
 
 
@@ -127,6 +129,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/", root, summary="what the model serves: generate, predict or embed (TEI, TGI)"),
     Route("POST", "/embed", tei.embed, "encoder", "vectors for texts (TEI)"),
     Route("POST", "/embed_all", tei.embed_all, "encoder", "every token's vector (TEI)"),
+    Route("POST", "/similarity", tei.similarity, "encoder", "cosine of sentences to a source sentence (TEI)"),
     Route("POST", "/predict", tei.predict, "task", "the task head's predictions (TEI)"),
     Route("POST", "/rerank", tei.rerank, "task", "texts ranked against a query by a pair classifier (TEI)"),
     Route("POST", "/tokenize", tei.tokenize, summary="tokens with offsets (TEI)"),

@@ -3,6 +3,7 @@
   POST /embed      {"inputs", "normalize" (true), "truncate", "truncation_direction", "prompt_name",
                     "dimensions"} -> [[float, ...], ...]
   POST /embed_all  {"inputs", "truncate", ...} -> per input, every token's vector [[[...]]]
+  POST /similarity {"inputs": {"source_sentence", "sentences"}} -> each sentence's cosine to the source
   POST /predict    {"inputs", "raw_scores", "truncate", "parameters": {"top_k"}}: a classifier's
                    [{"label", "score"}, ...] over every label, best first — for one input (a text,
                    or a pair ["a", "b"] when the model classifies pairs); a list of them for a batch.
@@ -66,6 +67,27 @@ async def embed_all(state, request: Request):
     vectors, truncated, tokens = await run_batched(state, "/embed_all", "embed_all", texts, sizes,
                                                    served.embed_limit, _truncation(state, body))
     return JSONResponse([v.tolist() for v in vectors], headers=extras_headers(truncated, tokens))
+
+
+async def similarity(state, request: Request):
+    return await similarity_body(state, await read_json(request, state.config.max_body_bytes))
+
+
+async def similarity_body(state, body: dict):
+    """TEI's /similarity: {"inputs": {"source_sentence", "sentences"}, "parameters"} -> the cosine
+    of each sentence's embedding to the source's."""
+    check_fields(body, ("inputs",), ("parameters",))
+    inputs, parameters = body["inputs"], body.get("parameters") or {}
+    if not isinstance(inputs, dict) or not isinstance(parameters, dict):
+        raise invalid("inputs: expected {\"source_sentence\": text, \"sentences\": [text, ...]}")
+    check_fields(inputs, ("source_sentence", "sentences"))
+    check_fields({"inputs": None, **parameters}, ("inputs",), ("prompt_name", *TRUNCATION))
+    _no_prompt(parameters)
+    source = body_fields.texts({"source_sentence": inputs["source_sentence"]}, "source_sentence", 1)
+    sentences = body_fields.texts(inputs, "sentences", state.config.max_client_batch_size - 1)
+    vectors, truncated, tokens = await embeddings(state, "/similarity", source + sentences, True,
+                                                  _truncation(state, parameters))
+    return JSONResponse([float(v) for v in vectors[1:] @ vectors[0]], headers=extras_headers(truncated, tokens))
 
 
 # ---------------------------------------------------------------------------- /predict, /rerank
