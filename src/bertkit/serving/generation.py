@@ -12,6 +12,11 @@ request's text is `bertkit generate`'s for the same settings. A row leaves when 
 (EOS, max_new_tokens, a stop string) or its client went away (`cancelled`): its slot is
 free at the next step.
 
+The decoding steps of a running batch run inside one `packed_weights()` context
+(bertkit.model.packed_linear: oneDNN's packed copies of the weights, made on second use),
+entered when the batch starts and left when it empties, as `generate` runs its whole
+loop inside one; encoders run outside it (`plain_weights`), as in `generate`.
+
 Admission (`room`): the running rows' cost (prompt tokens + max_new_tokens each) stays
 within max_batch_tokens and their count within max_batch_requests. A model whose decode
 steps cannot merge rows of different lengths (absolute decoder positions) admits new
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +43,7 @@ import torch
 from bertkit.inference.generation import visible_text
 from bertkit.inference.loading import LoadedModel
 from bertkit.model.generation import GenerationSettings, process_scores
-from bertkit.model.packed_linear import packed_weights
+from bertkit.model.packed_linear import packed_weights, plain_weights
 
 log = logging.getLogger("bertkit.serve")
 
@@ -79,6 +85,7 @@ class DecodeLoop:
         self.steps = None
         self.rows: list[_Row] = []
         self.stepwise = hasattr(loaded.model, "decode_steps")
+        self._packing: ExitStack | None = None  # the running batch's packed_weights() context
 
     @property
     def active(self) -> bool:
@@ -115,16 +122,19 @@ class DecodeLoop:
         model = self.loaded.model
         model.eval()
         with torch.inference_mode():
-            steps = model.decode_steps([request.input_ids for request in requests])
+            with plain_weights():
+                steps = model.decode_steps([request.input_ids for request in requests])
             rows = [self._row(request, steps.tokens(i)[0]) for i, request in enumerate(requests)]
-            with packed_weights():
-                self._advance(steps, rows)
+            self._pack()
+            self._advance(steps, rows)
         if rows:
             if self.steps is None:
                 self.steps = steps
             else:
                 self.steps.merge(steps)
             self.rows += rows
+        elif not self.rows:
+            self._unpack()
 
     def _row(self, request: GenerationJob, start: int) -> _Row:
         device = next(self.loaded.model.parameters()).device
@@ -138,13 +148,12 @@ class DecodeLoop:
         """One decoding step for every running row; ended and abandoned rows leave."""
         with torch.inference_mode():
             self._drop([i for i, row in enumerate(self.rows) if row.job.cancelled], self.steps, self.rows)
-            if not self.rows:
-                self.steps = None
-                return
-            with packed_weights():
+            if self.rows:
+                self._pack()
                 self._advance(self.steps, self.rows)
             if not self.rows:
                 self.steps = None
+                self._unpack()
 
     def fail(self, error: BaseException) -> None:
         """A step failed (a bug): every running request gets the error; the batch is dropped."""
@@ -152,6 +161,17 @@ class DecodeLoop:
         for row in self.rows:
             row.job.emit({"type": "error", "error": error})
         self.rows, self.steps = [], None
+        self._unpack()
+
+    def _pack(self) -> None:
+        if self._packing is None:
+            self._packing = ExitStack()
+            self._packing.enter_context(packed_weights())
+
+    def _unpack(self) -> None:
+        if self._packing is not None:
+            self._packing.close()
+            self._packing = None
 
     def _advance(self, steps, rows: list[_Row]) -> None:
         """Run one step of `steps` (its rows: `rows`), choose, emit, and drop the rows that ended."""
