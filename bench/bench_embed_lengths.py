@@ -42,7 +42,7 @@ def embed_round(args, mix: str, clock) -> None:
 
     import bertkit
     from bertkit import BertModel, Tokenizer
-    from bertkit.model.bert import set_unpad
+    from bertkit.model.bert.modeling import set_unpad
 
     median, sigma, max_words, max_length = MIXES[mix]
     count = args.texts if mix == "short" else max(64, args.texts // 4)

@@ -343,7 +343,8 @@ def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_
     max_seq_length, 15% of the non-special tokens (mean_len - 3 per NSP instance) masked;
     t5: inputs of max_seq_length, the targets T5's length helper gives (0.15 noise, spans of
     3); xlnet: num_predict targets per full-length sequence, in proportion for shorter ones."""
-    from bertkit.model.electra import ElectraConfig, generator_config
+    from bertkit.model.electra.config import generator_config
+    from bertkit.model.electra import ElectraConfig
     from bertkit.objectives.t5 import T5Settings, input_and_target_lengths
     from bertkit.objectives.xlnet import XLNetSettings
 
@@ -485,9 +486,9 @@ def preset_config(objective: str, preset: str, data: Path) -> dict:
     """The config fields a fresh `pretrain --objective objective --preset preset` run on `data`
     gets (its vocabulary from the data's tokenizer): to plan its steps before it runs."""
     from bertkit import Tokenizer
-    from bertkit.config import BertConfig
-    from bertkit.model.t5 import T5_PRESETS
-    from bertkit.model.xlnet_config import XLNetConfig
+    from bertkit.model.bert.config import BertConfig
+    from bertkit.model.t5.config import T5_PRESETS
+    from bertkit.model.xlnet.config import XLNetConfig
 
     vocab_size = len(Tokenizer.from_pretrained(data / "tokenizer"))
     if objective not in ("t5", "xlnet"):  # a BERT-shaped arm: the preset's BertConfig

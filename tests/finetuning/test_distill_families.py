@@ -358,7 +358,7 @@ def test_multiple_choice_end_to_end(teachers, tmp_path, capsys):
 @pytest.mark.parametrize("case", ["ner_from_sequence_head", "ner_from_backbone", "ner_other_labels",
                                   "squad_from_token_head", "choice_from_qa_head"])
 def test_wrong_teacher(case, teachers, tiny_model_dir, tmp_path, capsys):
-    from bertkit.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+    from bertkit.model.bert import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
     teacher = tmp_path / "teacher"
     task, data, expected = {

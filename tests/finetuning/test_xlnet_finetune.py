@@ -27,7 +27,7 @@ STEPS = ["--batch-size", "8", "--max-seq-length", "48", "--seed", "3", "--lr", "
 def xlnet_dir(tmp_path_factory) -> Path:
     """A 2-layer XLNetLMHeadModel (as pre-training saves it) + a Unigram tokenizer trained on the fixtures."""
     from bertkit import XLNetLMHeadModel
-    from bertkit.model.xlnet_config import XLNetConfig
+    from bertkit.model.xlnet.config import XLNetConfig
     from bertkit.tokenization import Tokenizer
     from bertkit.tokenization.train import TrainOptions, train_tokenizer
 

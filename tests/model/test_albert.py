@@ -10,7 +10,7 @@ import torch
 import transformers
 
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model.albert import (
+from bertkit.model.albert.modeling import (
     AlbertConfig,
     AlbertForPreTraining,
     AlbertForSequenceClassification,
@@ -106,7 +106,7 @@ HEADS = {  # bertkit class name -> (transformers class, outputs compared, config
 
 @pytest.mark.parametrize("name", list(HEADS))
 def test_task_heads_match_transformers_both_ways(tmp_path, name):
-    import bertkit.model.albert as albert
+    import bertkit.model.albert.modeling as albert
 
     hf_cls, fields, values = HEADS[name]
     ref = reference(hf_cls, **values)
@@ -258,7 +258,7 @@ def test_family_registry_resolves_albert_checkpoints(tmp_path):
     config = load_config(tmp_path)
     assert type(config) is AlbertConfig and config.sharing == "ffn"
     assert task_model_class(config, "classification") is AlbertForSequenceClassification
-    import bertkit.model.albert as albert
+    import bertkit.model.albert.modeling as albert
 
     for task, name in [("tagging", "AlbertForTokenClassification"), ("qa", "AlbertForQuestionAnswering"),
                        ("multiple_choice", "AlbertForMultipleChoice")]:

@@ -8,14 +8,14 @@ import torch
 import transformers
 
 from bertkit.errors import ConfigError
-from bertkit.model.electra import (
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra.modeling import (
     ElectraConfig,
     ElectraForMaskedLM,
     ElectraForMultipleChoice,
     ElectraForPreTraining,
     ElectraForSequenceClassification,
     ElectraModel,
-    generator_config,
 )
 
 B, T = 3, 10
@@ -162,7 +162,7 @@ def test_generator_config_scales_width_heads_and_ffn():
 
 @pytest.mark.parametrize("name", ["ElectraForTokenClassification", "ElectraForQuestionAnswering"])
 def test_token_and_qa_heads_match_transformers_both_ways(tmp_path, name):
-    import bertkit.model.electra as electra
+    import bertkit.model.electra.modeling as electra
 
     config = _config(num_labels=2 if "Question" in name else 5)
     torch.manual_seed(6)

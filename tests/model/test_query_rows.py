@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit.config import BertConfig
-from bertkit.model import BertForPreTraining
+from bertkit.model.bert.config import BertConfig
+from bertkit.model.bert import BertForPreTraining
 from bertkit.model.query_rows import QueryRows
 
 
@@ -92,7 +92,7 @@ def test_query_rows_layout_on_a_hand_made_mask():
 
 @pytest.mark.parametrize("unpad", [False, True])
 def test_sequence_classification_runs_the_last_layer_at_cls_only(unpad):
-    from bertkit.model.task_heads import BertForSequenceClassification
+    from bertkit.model.bert.task_heads import BertForSequenceClassification
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

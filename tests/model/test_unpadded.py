@@ -18,7 +18,7 @@ from bertkit import (
     BertForTokenClassification,
     BertModel,
 )
-from bertkit.model.bert import set_unpad
+from bertkit.model.bert.modeling import set_unpad
 from bertkit.model.unpad import UNPAD_MIN_PADDING, Unpadding, plan_unpadding
 
 B, T = 4, 12

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertkit.model.albert import AlbertConfig, AlbertForSequenceClassification, AlbertModel
-from bertkit.model.bert import set_unpad
+from bertkit.model.bert.modeling import set_unpad
 from bertkit.model.electra import ElectraConfig, ElectraForPreTraining, ElectraForSequenceClassification, ElectraModel
 
 B, T, V = 4, 12, 99

@@ -13,7 +13,8 @@ from _successor_data import build_data
 from safetensors.torch import load_file
 
 from bertkit.cli import main
-from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from bertkit.objectives.electra import ElectraPretrainingModel, replace_tokens, sample_tokens
 
 TINY = ["--set", "model.hidden_size=32", "--set", "model.num_hidden_layers=2", "--set", "model.num_attention_heads=2",

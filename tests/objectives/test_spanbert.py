@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import transformers
 from _successor_data import build_data, check_finetunes_as_bert, pretrain
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng

@@ -10,7 +10,7 @@ from bertkit.commands import add_runtime_options
 
 
 def add_parser(subparsers) -> None:
-    from bertkit.config import PRESETS
+    from bertkit.model.bert.config import PRESETS
     from bertkit.demos.pretraining import BERT_RECIPE_STEPS, DEFAULT_BUDGET
 
     p = subparsers.add_parser(

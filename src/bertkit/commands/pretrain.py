@@ -16,7 +16,7 @@ from bertkit.commands import add_runtime_options, note, warn, warn_about_schedul
 
 
 def add_parser(subparsers) -> None:
-    from bertkit.config import PRESETS
+    from bertkit.model.bert.config import PRESETS
     from bertkit.objectives import OBJECTIVES
 
     p = subparsers.add_parser("pretrain", help="pre-train BERT (MLM+NSP and the successors' objectives)",

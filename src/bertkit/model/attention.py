@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
+
+if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
+    from bertkit.model.bert.config import BertConfig
 
 
 class BertSelfAttention(nn.Module):

@@ -128,54 +128,54 @@ class ModelFamily:
         return self.mlm
 
 
-_BERT_HEADS = "bertkit.model.task_heads"
+_BERT_HEADS = "bertkit.model.bert.task_heads"
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
-    "bert": ModelFamily("bert", "bertkit.config:BertConfig", "bertkit.model.bert:BertModel", "bert", {
+    "bert": ModelFamily("bert", "bertkit.model.bert.config:BertConfig", "bertkit.model.bert.modeling:BertModel", "bert", {
         "classification": f"{_BERT_HEADS}:BertForSequenceClassification",
         "tagging": f"{_BERT_HEADS}:BertForTokenClassification",
         "multiple_choice": f"{_BERT_HEADS}:BertForMultipleChoice",
         "qa": f"{_BERT_HEADS}:BertForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.bert:BertForPreTraining", ("cls.predictions.",),
+    }, mlm=MaskedLM("bertkit.model.bert.modeling:BertForPreTraining", ("cls.predictions.",),
                     "a BertForPreTraining or BertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
-    "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
-        "classification": "bertkit.model.albert:AlbertForSequenceClassification",
-        "tagging": "bertkit.model.albert:AlbertForTokenClassification",
-        "multiple_choice": "bertkit.model.albert:AlbertForMultipleChoice",
-        "qa": "bertkit.model.albert:AlbertForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.albert:AlbertForMaskedLM", ("predictions.",),
+    "albert": ModelFamily("albert", "bertkit.model.albert.config:AlbertConfig", "bertkit.model.albert.modeling:AlbertModel", "albert", {
+        "classification": "bertkit.model.albert.modeling:AlbertForSequenceClassification",
+        "tagging": "bertkit.model.albert.modeling:AlbertForTokenClassification",
+        "multiple_choice": "bertkit.model.albert.modeling:AlbertForMultipleChoice",
+        "qa": "bertkit.model.albert.modeling:AlbertForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.albert.modeling:AlbertForMaskedLM", ("predictions.",),
                     "an AlbertForPreTraining or AlbertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
-    "roberta": ModelFamily("roberta", "bertkit.model.roberta:RobertaConfig", "bertkit.model.roberta:RobertaModel",
+    "roberta": ModelFamily("roberta", "bertkit.model.roberta.config:RobertaConfig", "bertkit.model.roberta.modeling:RobertaModel",
                            "roberta", {
-        "classification": "bertkit.model.roberta:RobertaForSequenceClassification",
-        "tagging": "bertkit.model.roberta:RobertaForTokenClassification",
-        "multiple_choice": "bertkit.model.roberta:RobertaForMultipleChoice",
-        "qa": "bertkit.model.roberta:RobertaForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.roberta:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint"),
+        "classification": "bertkit.model.roberta.modeling:RobertaForSequenceClassification",
+        "tagging": "bertkit.model.roberta.modeling:RobertaForTokenClassification",
+        "multiple_choice": "bertkit.model.roberta.modeling:RobertaForMultipleChoice",
+        "qa": "bertkit.model.roberta.modeling:RobertaForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.roberta.modeling:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint"),
         # token types as HF's RobertaModel takes them (one type in RoBERTa's checkpoints: then ignored)
         input_names=ENCODER_INPUT_NAMES),
-    "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
+    "electra": ModelFamily("electra", "bertkit.model.electra.config:ElectraConfig", "bertkit.model.electra.modeling:ElectraModel",
                            "electra", {
-        "classification": "bertkit.model.electra:ElectraForSequenceClassification",
-        "tagging": "bertkit.model.electra:ElectraForTokenClassification",
-        "multiple_choice": "bertkit.model.electra:ElectraForMultipleChoice",
-        "qa": "bertkit.model.electra:ElectraForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
+        "classification": "bertkit.model.electra.modeling:ElectraForSequenceClassification",
+        "tagging": "bertkit.model.electra.modeling:ElectraForTokenClassification",
+        "multiple_choice": "bertkit.model.electra.modeling:ElectraForMultipleChoice",
+        "qa": "bertkit.model.electra.modeling:ElectraForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.electra.modeling:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
-    "t5": ModelFamily("t5", "bertkit.model.t5:T5Config", "bertkit.model.t5:T5Model", "transformer", {
-        "classification": "bertkit.model.t5:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
-        "text2text": "bertkit.model.t5:T5ForConditionalGeneration",  # bertkit.tasks.text2text
+    "t5": ModelFamily("t5", "bertkit.model.t5.config:T5Config", "bertkit.model.t5.modeling:T5Model", "transformer", {
+        "classification": "bertkit.model.t5.modeling:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
+        "text2text": "bertkit.model.t5.modeling:T5ForConditionalGeneration",  # bertkit.tasks.text2text
     },
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
-                      generator="bertkit.model.t5:T5ForConditionalGeneration",
+                      generator="bertkit.model.t5.modeling:T5ForConditionalGeneration",
                       distillable=False),
-    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel",
+    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet.config:XLNetConfig", "bertkit.model.xlnet.modeling:XLNetModel",
                          "transformer", {
-        "classification": "bertkit.model.xlnet:XLNetForSequenceClassification",
-        "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
-        "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",
-        "qa": "bertkit.model.xlnet:XLNetForQuestionAnsweringSimple",
+        "classification": "bertkit.model.xlnet.modeling:XLNetForSequenceClassification",
+        "tagging": "bertkit.model.xlnet.modeling:XLNetForTokenClassification",
+        "multiple_choice": "bertkit.model.xlnet.modeling:XLNetForMultipleChoice",
+        "qa": "bertkit.model.xlnet.modeling:XLNetForQuestionAnsweringSimple",
     }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
 }
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng

@@ -34,8 +34,9 @@ from torch import nn
 from bertkit.data.masking import MaskingConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import percent
-from bertkit.model.bert import IGNORE_INDEX
-from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.bert.modeling import IGNORE_INDEX
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from bertkit.model.families import model_inputs
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from bertkit.evaluation.metrics import percent
-from bertkit.model import BertForPreTraining
+from bertkit.model.bert import BertForPreTraining
 from bertkit.model.families import model_inputs
 from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
 

@@ -44,10 +44,10 @@ from bertkit.data.dataset import DatasetInfo, PretrainingDataset
 from bertkit.data.masking import example_rng, word_boundaries
 from bertkit.data.permutation import factorization_ranks, sample_targets, target_goal
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.bert.modeling import IGNORE_INDEX
 from bertkit.model.families import model_inputs
 from bertkit.model.xlnet import XLNetLMHeadModel
-from bertkit.model.xlnet_config import XLNetConfig
+from bertkit.model.xlnet.config import XLNetConfig
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED

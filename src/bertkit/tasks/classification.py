@@ -93,7 +93,7 @@ _COLA_LABEL_FIELD, _COLA_TEXT_FIELD, _COLA_FIELDS = 1, 3, 4
 
 def model_class():
     """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.model.bert import BertForSequenceClassification
 
     return BertForSequenceClassification
 

@@ -270,7 +270,7 @@ def build_feature_cache(encoder_dir: str | Path, encoder_config, tokenizer, choi
 
     cache: "memory", "disk" (a memmap `<run_dir>/feature_cache/<name>.npy`) or "auto"
     (memory up to MEMORY_CACHE_LIMIT bytes)."""
-    from bertkit.model import BertModel
+    from bertkit.model.bert import BertModel
 
     if choice not in LAYER_CHOICES:
         raise ConfigError(f"field 'features' must be one of {', '.join(LAYER_CHOICES)}, got {choice!r}")
@@ -386,7 +386,7 @@ class FeatureTaggingProgram(TaggingProgram):
     def build_model(cls, cache: FeatureCache, encoder_config, labels: list[str], lstm_hidden_size: int,
                     lstm_num_layers: int) -> tuple[FeatureTagger, list[str]]:
         """A fresh tagger for `cache`'s features (seed torch first): (model, what starts fresh)."""
-        from bertkit.model.task_heads import classifier_dropout
+        from bertkit.model.bert.task_heads import classifier_dropout
 
         config = FeatureTaggerConfig(cache.features, cache.encoder, cache.encoder_sha256, encoder_config.hidden_size,
                                      encoder_config.num_hidden_layers + 1, list(labels), lstm_hidden_size,
@@ -412,8 +412,8 @@ def load_feature_tagger(directory: str | Path) -> BertFeatureTagger:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from bertkit.config import BertConfig
-    from bertkit.model import BertModel
+    from bertkit.model.bert.config import BertConfig
+    from bertkit.model.bert import BertModel
 
     directory = Path(directory)
     config = FeatureTaggerConfig.load(directory)
