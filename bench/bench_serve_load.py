@@ -165,7 +165,7 @@ def make_generator(minilm: str, directory: Path, size: str) -> str:
     import torch
     import transformers
 
-    from bertkit.model.t5 import T5_PRESETS
+    from bertkit.model.t5.config import T5_PRESETS
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
     torch.manual_seed(0)
