@@ -171,15 +171,39 @@ def test_a_stream_cut_by_its_client_frees_its_slot(t5_dir):
     from _serving import running_server
 
     with running_server(t5_dir, max_batch_requests=1) as (base, state):
+        state.served.generator.model.config.eos_token_id = None  # only the client's leaving can end it early
         with httpx.stream("POST", base + "/generate_stream",
-                          json={"inputs": PROMPTS[0], "parameters": {"max_new_tokens": 1000}}) as response:
+                          json={"inputs": PROMPTS[0], "parameters": {"max_new_tokens": 5000}}) as response:
             for line in response.iter_lines():
                 if line.startswith("data:"):
                     break  # one token, then the client goes away
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 10  # 5000 steps would take minutes
         while state.batcher.stepper.active:
             assert time.monotonic() < deadline, "the abandoned row still runs"
             time.sleep(0.05)
         answer = httpx.post(base + "/generate", json={"inputs": PROMPTS[1], "parameters": {"max_new_tokens": 4}},
                             timeout=60)
         assert answer.status_code == 200  # the one slot is free again
+
+
+def test_generation_beyond_the_queue_is_429_and_a_waiting_request_joins_later(t5_dir):
+    from _serving import running_server
+
+    with running_server(t5_dir, max_batch_requests=1, max_queue=1) as (base, state):
+        state.served.generator.model.config.eos_token_id = None  # this server's own model: no EOS ends the stream early
+        with httpx.stream("POST", base + "/generate_stream",
+                          json={"inputs": PROMPTS[0], "parameters": {"max_new_tokens": 300}}) as running:
+            lines = running.iter_lines()
+            next(line for line in lines if line.startswith("data:"))  # the one slot is taken
+            answers = {}
+            waiting = threading.Thread(target=lambda: answers.update(waiting=httpx.post(
+                base + "/generate", json={"inputs": PROMPTS[1], "parameters": {"max_new_tokens": 3}}, timeout=120)))
+            waiting.start()
+            deadline = time.monotonic() + 30
+            while state.batcher.depth < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            refused = httpx.post(base + "/generate", json={"inputs": PROMPTS[2]}, timeout=30)
+            assert refused.status_code == 429 and refused.json()["error_type"] == "overloaded"
+        waiting.join(timeout=120)  # the stream was cut: its slot went to the waiting request
+        assert answers["waiting"].status_code == 200
