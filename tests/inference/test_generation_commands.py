@@ -59,6 +59,12 @@ def test_generate_command_prints_one_text_a_line(t5_dir, loaded, capsys):
     assert capsys.readouterr().out.splitlines() == _one_by_one(loaded, TEXTS, max_new_tokens=8)
 
 
+def test_generate_command_repetition_penalty(t5_dir, loaded, capsys):
+    assert main(["generate", "--model", str(t5_dir), "--max-new-tokens", "8", "--repetition-penalty", "1.8",
+                 "--device", "cpu", *TEXTS]) == 0
+    assert capsys.readouterr().out.splitlines() == _one_by_one(loaded, TEXTS, max_new_tokens=8, repetition_penalty=1.8)
+
+
 def test_generate_command_beam_search_jsonl_from_a_file(t5_dir, loaded, tmp_path, capsys):
     source = tmp_path / "texts.jsonl"
     source.write_text("".join(json.dumps({"input": t}) + "\n" for t in TEXTS), encoding="utf-8")

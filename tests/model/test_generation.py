@@ -213,3 +213,21 @@ def test_temperature_and_eos_ban_are_transformers():
     eos = torch.tensor([1, 4])
     reference = MinLengthLogitsProcessor(5, eos)(torch.zeros(6, 2, dtype=torch.long), scores.clone())
     assert torch.equal(rules.ban_eos(scores, eos), reference)
+
+
+@pytest.mark.parametrize("penalty", [0.7, 1.3, 2.0])
+def test_repetition_penalty_is_transformers(penalty):
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    tokens = torch.randint(0, 20, (6, 9), generator=torch.Generator().manual_seed(1))
+    scores = _scores(6, 20)
+    reference = RepetitionPenaltyLogitsProcessor(penalty)(tokens, scores.clone())
+    assert torch.equal(rules.penalize_repetition(scores, tokens, penalty), reference)
+
+
+def test_repetition_penalty_makes_generate_repeat_less():
+    model = ToySeq2Seq(seed=2)
+    plain = model.generate(IDS, MASK, max_new_tokens=12)
+    penalized = model.generate(IDS, MASK, max_new_tokens=12, repetition_penalty=3.0)
+    repeats = lambda rows: sum(len(r) - len(set(r)) for r in rows.tolist())  # noqa: E731
+    assert repeats(penalized) < repeats(plain)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 from _serving import LABELS, running_server, save_model
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "inference"))  # _t5_checkpoint: the tiny T5 of the generation tests
 
 
 @pytest.fixture(scope="session")
@@ -41,4 +44,18 @@ def mlm_server(model_dirs):
 @pytest.fixture(scope="module")
 def pair_server(model_dirs):
     with running_server(model_dirs["pair"]) as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def t5_dir(tmp_path_factory) -> Path:
+    """A tiny random T5 with a T5-like tokenizer (tests/inference/_t5_checkpoint.py): a generator."""
+    from _t5_checkpoint import build_t5_checkpoint
+
+    return build_t5_checkpoint(tmp_path_factory.mktemp("t5"))
+
+
+@pytest.fixture(scope="module")
+def t5_server(t5_dir):
+    with running_server(t5_dir) as served:
         yield served

@@ -39,7 +39,7 @@ def test_serve_command_answers_until_stopped(model_dirs):
             assert time.monotonic() < deadline, "bertkit serve did not come up"
             time.sleep(0.2)
         answer = httpx.post(f"http://127.0.0.1:{port}/predict", json={"inputs": [["The cat sat.", "A cat sat."]]})
-        assert answer.status_code == 200 and answer.json()["predictions"][0]["label"] in ("equivalent", "not_equivalent")
+        assert answer.status_code == 200 and answer.json()[0][0]["label"] in ("equivalent", "not_equivalent")
         assert httpx.get(f"http://127.0.0.1:{port}/info").json()["limits"]["max_wait_ms"] == 1
     finally:
         proc.terminate()

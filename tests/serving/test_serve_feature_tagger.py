@@ -35,10 +35,10 @@ def test_feature_tagger_serves_predict_and_embed(tmp_path, minilm_dir):
     direct = bertkit.predict(tagger_dir, [text], device="cpu")
     with running_server(tagger_dir) as (base, _):
         info = httpx.get(base + "/info").json()
-        served = httpx.post(base + "/predict", json={"inputs": [text]}).json()["predictions"]
-        vectors = httpx.post(base + "/embed", json={"inputs": [text]}).json()["embeddings"]
+        served = httpx.post(base + "/predict", json={"inputs": [text]}).json()
+        vectors = httpx.post(base + "/embed", json={"inputs": [text]}).json()
         fill = httpx.post(base + "/fill-mask", json={"inputs": ["a [MASK]"]})
     assert info["task"] == "tagging" and info["labels"] == LABELS["tagging"]
     assert served[0]["tags"] == direct[0]["tags"] and served[0]["words"] == direct[0]["words"]
     assert len(vectors[0]) == 32
-    assert fill.status_code == 404 and "feature-based tagger" in fill.json()["error"]
+    assert fill.status_code == 424 and "feature-based tagger" in fill.json()["error"]

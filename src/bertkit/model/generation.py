@@ -81,6 +81,7 @@ class GenerationSettings:
     length_penalty: float = 1.0
     early_stopping: bool | str = False
     no_repeat_ngram_size: int = 0
+    repetition_penalty: float = 1.0
     num_return_sequences: int = 1
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
@@ -103,6 +104,7 @@ class GenerationSettings:
         require(0 < self.top_p <= 1, "top_p", "in (0, 1]")
         require(self.repetition_penalty > 0, "repetition_penalty", "> 0 (1.0: no penalty; > 1 discourages repeats)")
         require(self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", ">= 0")
+        require(self.repetition_penalty > 0, "repetition_penalty", "> 0 (1.0: no penalty)")
         require(self.early_stopping is True or self.early_stopping is False or self.early_stopping == "never",
                 "early_stopping", "True, False or 'never'")
         require(self.num_return_sequences >= 1, "num_return_sequences", ">= 1")
@@ -171,7 +173,23 @@ def is_encoder_decoder(model: Any) -> bool:
 
 
 class GenerationMixin:
-    """`generate` for an encoder-decoder or a decoder-only model (see the module docstring)."""
+    """`generate` for an encoder-decoder or a decoder-only model (see the module docstring),
+    and `decode_steps`: the same decoding one step at a time over rows that come and go
+    (a server's continuous batching, bertkit.model.decoding)."""
+
+    merges_decode_steps = False  # True: rows of different decoder lengths may share a step (relative positions)
+
+    @property
+    def can_decode_steps(self) -> bool:
+        """Whether `decode_steps` serves this model: encoder-decoders (a decoder-only model's
+        prompt and cache share one sequence, which the step interface does not yet join)."""
+        return is_encoder_decoder(self)
+
+    def decode_steps(self, input_ids: list[list[int]]):
+        """An `EncoderDecoderSteps` over these inputs (the encoder runs now)."""
+        from bertkit.model.decoding import EncoderDecoderSteps
+
+        return EncoderDecoderSteps(self, input_ids)
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None, *,

@@ -42,6 +42,18 @@ def packed_weights() -> Iterator[None]:
         _STATE.cache = previous
 
 
+@contextmanager
+def plain_weights() -> Iterator[None]:
+    """Within: F.linear even inside `packed_weights()` (a server's encoder run between the
+    decoding steps of a running batch, as `generate` runs its encoder outside)."""
+    previous = getattr(_STATE, "cache", None)
+    _STATE.cache = None
+    try:
+        yield
+    finally:
+        _STATE.cache = previous
+
+
 def linear(x: torch.Tensor, layer: nn.Module) -> torch.Tensor:
     """layer(x) for an nn.Linear (..., in) -> (..., out), on the packed weight where it applies."""
     if type(layer) is not nn.Linear:  # e.g. an int8 dynamically quantized layer: its own kernel

@@ -1,15 +1,20 @@
-"""`bertkit serve`: a checkpoint behind an HTTP API (FastAPI + uvicorn, the `serve` extra).
+"""`bertkit serve`: a checkpoint behind an HTTP API (FastAPI + uvicorn, the `serve` extra),
+speaking text-embeddings-inference's, text-generation-inference's and OpenAI's protocols.
 
-  config.py    ServeConfig: address, batching budgets, admission limits, truncation, precision
-  models.py    ServedModel: the checkpoint's models loaded once through bertkit.inference,
-               what it serves, and how one batch of requests runs on it
-  batching.py  Batcher: the request queue and the one worker thread that owns the model
-  routes.py    the route table (/health, /info, /embed, /predict, /fill-mask, /tokenize,
-               /v1/embeddings, /metrics) and its handlers
-  requests.py  size-capped JSON bodies, checked field by field; HTTPProblem
-  metrics.py   Prometheus text exposition
-  app.py       create_app: the FastAPI application
-  server.py    serve: load, build, run uvicorn
+  config.py      ServeConfig: address, batching budgets, admission limits, truncation, precision
+  models.py      ServedModel: the checkpoint's models loaded once through bertkit.inference,
+                 what it serves, and how one batch of requests runs on it
+  batching.py    Batcher: the request queue and the one worker thread that owns the model
+  generation.py  DecodeLoop: generation's running batch (continuous batching), on that worker
+  routes.py      the route table (/health, /info, /metrics, POST /, /fill-mask, /inspect + the protocols')
+  tei.py         TEI's /embed, /embed_all, /predict, /rerank, /tokenize, /decode
+  tgi.py         TGI's /generate, /generate_stream (server-sent events)
+  openai.py      OpenAI's /v1/embeddings, /v1/completions
+  jobs.py        a request's inputs queued as one batching job; its problems as HTTP answers
+  requests.py    size-capped JSON bodies, checked field by field; HTTPProblem (TEI's error types)
+  metrics.py     Prometheus text exposition
+  app.py         create_app: the FastAPI application
+  server.py      serve: load, build, run uvicorn
 
 A command-level consumer of the inference layer (docs/architecture.md): it imports
 no training code and no run (tests/serving/test_layering.py). docs/serving.md is the API

@@ -4,8 +4,9 @@ and a request metric for every answer.
 `create_app(served, config)` starts the batching worker when the app starts (uvicorn's
 lifespan) and stops it at shutdown; `bertkit serve` runs it on the main thread instead
 (`worker_thread=False`, bertkit.serving.server). Every answer that is not a success is
-`{"error": "<one line>", "error_type": "..."}` with a 4xx status (5xx only for a bug or a
-stopped worker); no request can stop the server.
+`{"error": "<one line>", "error_type": "..."}` with text-embeddings-inference's statuses
+and types (bertkit.serving.requests; a bug answers 424 "backend", TEI's failed inference);
+no request can stop the server.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from starlette.responses import JSONResponse, Response
 
 from bertkit.serving.batching import Batcher
 from bertkit.serving.config import ServeConfig
+from bertkit.serving.generation import DecodeLoop
 from bertkit.serving.metrics import Metrics
 from bertkit.serving.models import ServedModel
-from bertkit.serving.requests import HTTPProblem
+from bertkit.serving.requests import HTTPProblem, not_served
 from bertkit.serving.routes import ROUTES, Route
 
 log = logging.getLogger("bertkit.serve")
@@ -47,8 +49,12 @@ def create_app(served: ServedModel, config: ServeConfig, worker_thread: bool = T
     (False: the caller runs `app.state.bertkit.batcher.work()` itself, as `serve` does on
     the main thread, and stops it)."""
     metrics = Metrics()
-    batcher = Batcher(served.runners(), config.max_batch_tokens, config.max_batch_requests, config.max_wait_ms,
-                      config.max_queue, on_batch=metrics.batch)
+    runners, stepper = served.runners(), None
+    if served.has("generator"):  # generation: a running batch that requests join between steps
+        stepper = DecodeLoop(served.generator, config.max_batch_tokens, config.max_batch_requests)
+        runners["generate"] = stepper.admit
+    batcher = Batcher(runners, config.max_batch_tokens, config.max_batch_requests, config.max_wait_ms,
+                      config.max_queue, on_batch=metrics.batch, stepper=stepper)
     metrics.queue_depth = lambda: batcher.depth
     state = ServerState(served, config, batcher, metrics)
 
@@ -71,7 +77,7 @@ def create_app(served: ServedModel, config: ServeConfig, worker_thread: bool = T
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):  # unknown path, wrong method
-        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "validation")
         message = f"{request.method} {request.url.path}: {exc.detail}"
         if exc.status_code == 404:
             message += f"; routes: {', '.join(r.path for r in ROUTES)}"
@@ -93,14 +99,14 @@ def _endpoint(state: ServerState, route: Route):
     async def endpoint(request: Request) -> Response:
         try:
             if route.needs is not None and not state.served.has(route.needs):
-                raise HTTPProblem(404, "not_served", f"{route.path}: not served for this model: "
-                                                     f"{state.served.missing.get(route.needs, route.needs)}")
+                raise not_served(f"{route.path}: not served for this model: "
+                                 f"{state.served.missing.get(route.needs, route.needs)}")
             result = await route.handler(state, request)
         except HTTPProblem as problem:
             return error_response(problem.status, problem.error_type, problem.message)
         except Exception as exc:  # noqa: BLE001 - a bug answers 500; the server goes on
             log.exception("%s %s failed", route.method, route.path)
-            return error_response(500, "internal", f"{route.path}: internal error ({type(exc).__name__}: {exc})")
+            return error_response(424, "backend", f"{route.path}: inference failed ({type(exc).__name__}: {exc})")
         return result if isinstance(result, Response) else JSONResponse(result)
 
     endpoint.__name__ = "route_" + route.path.strip("/").replace("/", "_").replace("-", "_")

@@ -13,6 +13,12 @@ The loop (`work`) runs on a thread of its own (`start`) or on the caller's: `ber
 runs it on the main thread and the HTTP server beside it, because torch ran the same batch
 2-4 ms slower on a second thread than on the main one here (docs/serving.md).
 
+Generation (task "generate") is a running batch rather than one call: its runner (the
+`stepper`, bertkit.serving.generation.DecodeLoop) starts the gathered requests, and
+between batches the loop runs one decoding step of every running request while any
+runs — so new requests, and other tasks' batches, join between steps (continuous
+batching). Its budgets are what the running batch leaves (`stepper.room()`).
+
 Admission: `submit` refuses a job when `max_queue` jobs wait (`QueueFull`, HTTP 429), so
 the queue never grows without bound. Failures stay with their request: when a batch
 fails on one request's bad input (a `BertkitError`), each of its jobs runs again alone and
@@ -53,13 +59,14 @@ class Batcher:
 
     def __init__(self, runners: dict[str, Callable[[list[Job]], list[Any]]], max_batch_tokens: int,
                  max_batch_requests: int, max_wait_ms: float, max_queue: int,
-                 on_batch: Callable[[str, int, int], None] | None = None):
+                 on_batch: Callable[[str, int, int], None] | None = None, stepper: Any = None):
         self.runners = runners
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_requests = max_batch_requests
         self.max_wait = max_wait_ms / 1000
         self.max_queue = max_queue
         self.on_batch = on_batch
+        self.stepper = stepper  # generation's running batch: .active, .room(), .step(), .fail(exc)
         self._queue: deque[Job] = deque()
         self._changed = threading.Condition()
         self._stopped = False
@@ -116,22 +123,36 @@ class Batcher:
                 batch = self._next_batch()
                 if batch is None:
                     return
-                self._run(batch)
+                if batch:
+                    self._run(batch)
+                if self._stepping:
+                    try:
+                        self.stepper.step()
+                    except Exception as exc:  # noqa: BLE001 - a bug fails the running requests, never the worker
+                        self.stepper.fail(exc)
         finally:
             self._working = False
 
+    @property
+    def _stepping(self) -> bool:
+        return self.stepper is not None and self.stepper.active
+
     def _next_batch(self) -> list[Job] | None:
-        """The next batch, taken off the queue (None: stopped)."""
+        """The next batch, taken off the queue (None: stopped; empty: none now, a generation step is due)."""
         with self._changed:
             while not self._queue:
                 if self._stopped:
                     return None
+                if self._stepping:
+                    return []
                 self._changed.wait()
+            if self._stopped:
+                return None
             first = self._queue[0]
             while True:
                 batch, full = self._gather(first.task)
                 remaining = first.arrived + self.max_wait - time.monotonic()
-                if full or remaining <= 0 or self._stopped:
+                if full or remaining <= 0 or self._stopped or self._stepping:
                     break
                 self._changed.wait(remaining)
             for job in batch:
@@ -140,15 +161,21 @@ class Batcher:
 
     def _gather(self, task: str) -> tuple[list[Job], bool]:
         """Queued jobs of `task` in arrival order within the budgets; full: no more can join."""
+        max_tokens, max_requests = self.max_batch_tokens, self.max_batch_requests
+        joining = task == "generate" and self.stepper is not None
+        if joining:  # what the running batch leaves; even the first request must fit
+            max_tokens, max_requests = self.stepper.room()
+            if max_requests <= 0:
+                return [], True
         batch, tokens = [], 0
         for job in self._queue:
             if job.task != task:
                 continue
-            if batch and tokens + job.cost > self.max_batch_tokens:
+            if (batch or joining) and tokens + job.cost > max_tokens:
                 return batch, True
             batch.append(job)
             tokens += job.cost
-            if len(batch) >= self.max_batch_requests or tokens >= self.max_batch_tokens:
+            if len(batch) >= max_requests or tokens >= max_tokens:
                 return batch, True
         return batch, False
 

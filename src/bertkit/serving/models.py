@@ -3,10 +3,11 @@
 `ServedModel.load(directory, precision)` loads each model the directory holds once, with
 the inference layer's loaders (bertkit.inference.loading): the task head model of a
 fine-tuned checkpoint (/predict), the masked-LM model when the checkpoint has an MLM head
-(/fill-mask), and an encoder for /embed (the task or masked-LM model's own encoder when
-there is one, so the weights are held once; else the bare encoder with its
-sentence-transformers pipeline). What is absent is recorded with the loader's reason,
-which the route answers with.
+(/fill-mask), the generating model when the family has one (MODEL_FAMILIES' `generator`:
+/generate, /generate_stream, /v1/completions, bertkit.serving.generation), and an encoder
+for /embed (the task or masked-LM model's own encoder when there is one, so the weights
+are held once; else the bare encoder with its sentence-transformers pipeline). What is
+absent is recorded with the loader's reason, which the route answers with.
 
 The `run_*` methods take the jobs of one batch (bertkit.serving.batching), run their
 inputs together through `predict`, `embed` or `fill_mask` in one call — one forward pass
@@ -66,11 +67,13 @@ class ServedModel:
     masked_lm: LoadedModel | None
     tokenizer: Any
     missing: dict[str, str] = field(default_factory=dict)
+    generator: LoadedModel | None = None
 
     @classmethod
     def load(cls, directory, precision: str = "fp32") -> "ServedModel":
         from bertkit.inference.sentence_modules import read_sentence_modules
-        from bertkit.model.families import family_of
+        from bertkit.inference.generation import load_generator
+        from bertkit.model.families import family_of, load_config
         from bertkit.tasks.feature_tagger import is_feature_tagger
         from bertkit.tokenization import Tokenizer
 
@@ -93,14 +96,30 @@ class ServedModel:
                 masked_lm = load_masked_lm(directory, DEVICE, **loader_options(load_masked_lm, precision))
             except BertkitError as exc:
                 missing["masked_lm"] = str(exc)
+        generator = None
+        if not tagger and family_of(directory).can_generate:
+            if task is not None and isinstance(task.model, family_of(directory).generator_class(directory)):
+                generator = LoadedModel(directory, task.model, task.tokenizer, precision=task.precision)  # held once
+            else:
+                generator = load_generator(directory, DEVICE, **loader_options(load_generator, precision))
+        else:
+            missing["generator"] = (f"{directory}: {load_config(directory).model_type if not tagger else 'a tagger'} "
+                                    "models cannot generate text (an encoder); generation needs a text-to-text "
+                                    "or language model such as T5")
         base = task or masked_lm
+        encoder = None
         if base is not None and hasattr(base.backbone, "embeddings"):  # share the weights already loaded
             encoder = LoadedModel(directory, base.model, base.tokenizer,
                                   sentence_modules=read_sentence_modules(directory))
         else:
-            encoder = load_encoder(directory, DEVICE, **loader_options(load_encoder, precision))
+            try:
+                encoder = load_encoder(directory, DEVICE, **loader_options(load_encoder, precision))
+            except BertkitError as exc:
+                if generator is None:
+                    raise
+                missing["encoder"] = str(exc)
         tokenizer = Tokenizer.from_pretrained(directory)  # the event loop's own (module docstring)
-        return cls(directory, precision, task, encoder, masked_lm, tokenizer, missing)
+        return cls(directory, precision, task, encoder, masked_lm, tokenizer, missing, generator)
 
     # ------------------------------------------------------------------ what it serves
 
@@ -127,8 +146,22 @@ class ServedModel:
         modules = self.encoder.sentence_modules
         return bool(modules and modules.normalize and modules.pooling != "none")
 
+    @property
+    def generate_limit(self) -> int:
+        """Prompt tokens a generation request keeps (`generate`'s max_source_length default)."""
+        from bertkit.inference.generation import DEFAULT_MAX_SOURCE_LENGTH
+
+        return DEFAULT_MAX_SOURCE_LENGTH
+
+    @property
+    def serves(self) -> str:
+        """What POST / answers (as text-embeddings-inference's model type): "generate", "predict" or "embed"."""
+        if self.generator is not None:
+            return "generate"
+        return "predict" if self.task is not None else "embed"
+
     def info(self) -> dict[str, Any]:
-        config = self.encoder.config
+        config = (self.encoder or self.generator).config
         task = self.task
         labels = None
         if task is not None and config.has_label_names and task.program_cls.task_family().label_names:
@@ -140,10 +173,12 @@ class ServedModel:
             "task": task.spec.family if task else None,
             "labels": labels,
             "precision": self.precision,
-            "hidden_size": config.hidden_size,
-            "max_input_length": {"embed": self.embed_limit,
+            "hidden_size": getattr(config, "hidden_size", None) or getattr(config, "d_model", None),
+            "serves": self.serves,
+            "max_input_length": {"embed": self.embed_limit if self.encoder else None,
                                  "predict": self.predict_limit if task else None,
-                                 "fill_mask": self.fill_mask_limit if self.masked_lm else None},
+                                 "fill_mask": self.fill_mask_limit if self.masked_lm else None,
+                                 "generate": self.generate_limit if self.generator else None},
         }
 
     # ------------------------------------------------------------------ measuring (event loop)
@@ -194,9 +229,19 @@ class ServedModel:
 
         return [inspect_data(self, *job.items[0], **job.options) for job in jobs]
 
+    def run_embed_all(self, jobs) -> list[list[np.ndarray]]:
+        """Every token's vector ([CLS] and [SEP] included) of every job's texts, in one `embed` call."""
+        from bertkit.inference.embedding import embed
+
+        texts = [text for job in jobs for text in job.items]
+        vectors = embed(texts, self.encoder, pooling="none", normalize=False, batch_size=len(texts),
+                        max_length=self.embed_limit)
+        return _split(vectors, jobs)
+
     def runners(self) -> dict[str, Any]:
-        """Batched task name -> runner, for what this model serves."""
-        wanted = {"embed": ("encoder", self.run_embed), "predict": ("task", self.run_predict),
+        """Batched task name -> runner, for what this model serves ("generate": the app's DecodeLoop)."""
+        wanted = {"embed": ("encoder", self.run_embed), "embed_all": ("encoder", self.run_embed_all),
+                  "predict": ("task", self.run_predict),
                   "fill-mask": ("masked_lm", self.run_fill_mask), "inspect": ("encoder", self.run_inspect)}
         return {name: run for name, (capability, run) in wanted.items() if self.has(capability)}
 

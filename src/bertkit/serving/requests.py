@@ -1,9 +1,13 @@
 """Reading request bodies: size-capped JSON, checked field by field.
 
 Every problem becomes an `HTTPProblem` (status, type, one line naming the field), which
-the app answers as `{"error": ..., "error_type": ...}`: 400 for a body that is not JSON,
-413 for a body, a request or an input that is too large, 422 for a field of the wrong
-type or value, 404 for a route this model does not serve, 429 for a full queue.
+the app answers as text-embeddings-inference does: `{"error": ..., "error_type": ...}`
+with TEI's types and statuses — 413 "validation" for a body, a request or an input that
+is too large, 422 "validation" for a field of the wrong type or value (TEI: a body its
+JSON reader refuses) and "tokenizer" for an input the model cannot take, 400 "empty" for
+an empty input list, 429 "overloaded" for a full queue, 424 "backend" for a route this
+model does not serve or a failed inference, 503 "unhealthy" when the worker is down;
+400 "validation" for a body that is not JSON.
 """
 
 from __future__ import annotations
@@ -26,8 +30,18 @@ def invalid(message: str) -> HTTPProblem:
     return HTTPProblem(422, "validation", message)
 
 
+def refused_input(message: str) -> HTTPProblem:
+    """An input the tokenizer or the task's reader cannot take (TEI: 422 "tokenizer")."""
+    return HTTPProblem(422, "tokenizer", message)
+
+
 def too_large(message: str) -> HTTPProblem:
-    return HTTPProblem(413, "too_large", message)
+    return HTTPProblem(413, "validation", message)
+
+
+def not_served(message: str) -> HTTPProblem:
+    """The model cannot answer this route (TEI: 424 "backend", "model is not a re-ranker model")."""
+    return HTTPProblem(424, "backend", message)
 
 
 async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
@@ -41,13 +55,13 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
         if len(body) > max_bytes:
             raise too_large(f"request body: more than max_body_bytes={max_bytes} bytes")
     if not body:
-        raise HTTPProblem(400, "bad_request", "request body: empty; expected a JSON object")
+        raise HTTPProblem(400, "validation", "request body: empty; expected a JSON object")
     try:
         value = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HTTPProblem(400, "bad_request", f"request body: not valid JSON ({exc})") from None
+        raise HTTPProblem(400, "validation", f"request body: not valid JSON ({exc})") from None
     except RecursionError:
-        raise HTTPProblem(400, "bad_request", "request body: JSON nested too deeply") from None
+        raise HTTPProblem(400, "validation", "request body: JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise invalid(f"request body: expected a JSON object, got {type_name(value)}")
     return value
@@ -101,9 +115,30 @@ def predict_inputs(body: dict[str, Any], name: str, max_items: int) -> list[Any]
 
 def check_count(name: str, value: list, max_items: int) -> None:
     if not value:
-        raise invalid(f"{name}: empty list; give at least one input")
+        raise HTTPProblem(400, "empty", f"{name}: empty list; give at least one input")
     if len(value) > max_items:
         raise too_large(f"{name}: {len(value)} inputs, more than max_client_batch_size={max_items}")
+
+
+def optional_null(body: dict[str, Any], names: tuple[str, ...], defaults: dict[str, Any] | None = None) -> None:
+    """Fields a protocol defines that bertkit does not implement: accepted when absent, null
+    or at their no-op value (`defaults`), else a 422 naming the field."""
+    defaults = defaults or {}
+    for name in names:
+        if name in body and body[name] is not None and body[name] != defaults.get(name):
+            raise invalid(f"{name}: not supported by bertkit serve (send null or leave it out)")
+
+
+def number(body: dict[str, Any], name: str, default: float | None, low: float, high: float,
+           low_open: bool = False) -> float | None:
+    value = body.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            (low < value if low_open else low <= value) and value <= high):
+        bound = f"{'(' if low_open else '['}{low}, {high}]"
+        raise invalid(f"{name}: expected a number in {bound}, got {json.dumps(value)}")
+    return float(value)
 
 
 def flag(body: dict[str, Any], name: str, default: bool) -> bool:

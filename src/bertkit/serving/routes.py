@@ -1,33 +1,33 @@
-"""The HTTP routes, one `Route` entry each (modelled on text-embeddings-inference).
+"""The HTTP routes, one `Route` entry each: text-embeddings-inference's (bertkit.serving.tei),
+text-generation-inference's (bertkit.serving.tgi), OpenAI's (bertkit.serving.openai), and
+bertkit's own (/health, /info, /metrics, /fill-mask, /inspect: here).
 
 A route names the capability of the served model it needs (bertkit.serving.models:
-"encoder", "task", "masked_lm"); a model without it answers 404 with the loader's reason.
-Adding a route (e.g. /generate for a text-to-text model) is one handler and one entry in
-`ROUTES`; a batched one also gives `ServedModel.runners` its runner.
+"encoder", "task", "masked_lm", "generator"); a model without it answers 424 "backend" with
+the loader's reason (TEI's answer to a route the model type does not serve). `POST /`
+answers what the model serves, as TEI and TGI do: a generator generates ("stream": true
+streams), a fine-tuned model predicts, an encoder embeds. Adding a route is one handler and
+one entry in `ROUTES`; a batched one also gives `ServedModel.runners` its runner.
 
 Handlers take the server state (`state.served`, `state.config`, `state.batcher`,
-`state.metrics`) and the request, and return a JSON-able dict or a Response; problems
+`state.metrics`) and the request, and return a JSON-able value or a Response; problems
 are raised as `HTTPProblem` (bertkit.serving.requests).
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
-from bertkit.errors import BertkitError
+from bertkit.serving import openai, tei, tgi
 from bertkit.serving import requests as body_fields
-from bertkit.serving.batching import Job, QueueFull
+from bertkit.serving.jobs import extras_headers, run_batched, text_sizes
 from bertkit.serving.metrics import CONTENT_TYPE
-from bertkit.serving.requests import HTTPProblem, check_fields, invalid, read_json, too_large
+from bertkit.serving.requests import HTTPProblem, check_fields, invalid, read_json
 
 MAX_TOP_K = 100
 
@@ -39,52 +39,6 @@ class Route:
     handler: Callable[[Any, Request], Awaitable[Any]]
     needs: str | None = None  # the ServedModel capability it needs; None: every model serves it
     summary: str = ""
-
-
-# ---------------------------------------------------------------------------- batched runs
-
-
-async def run_batched(state, route: str, task: str, items: list, sizes: list[tuple[int, bool]], limit: int,
-                      truncate: bool, options: dict | None = None) -> tuple[Any, list[int], int]:
-    """Queue `items` as one job of `task`; (its result, indices of truncated inputs, tokens).
-
-    sizes: per input (real tokens after truncation, whether truncation cuts it)."""
-    truncated = [i for i, (_, cut) in enumerate(sizes) if cut]
-    if truncated and not truncate:
-        raise too_large(f"inputs[{truncated[0]}]: longer than the model's limit of {limit} tokens "
-                        "(truncation is off: send shorter inputs or \"truncate\": true)")
-    cost = sum(tokens for tokens, _ in sizes)
-    if cost > state.config.max_batch_tokens:
-        raise too_large(f"inputs: {cost} tokens, more than max_batch_tokens={state.config.max_batch_tokens}; "
-                        "send fewer or shorter inputs per request")
-    try:
-        result = await state.batcher.run(Job(task, items, cost, options or {}))
-    except QueueFull as exc:
-        raise HTTPProblem(429, "overloaded", str(exc)) from None
-    except BertkitError as exc:  # the inference layer refused an input
-        raise invalid(_input_indices(str(exc))) from None
-    state.metrics.truncated(route, len(truncated))
-    return result, truncated, cost
-
-
-def _input_indices(message: str) -> str:
-    """`<input>:3` (a predict hook's 1-based source) and `texts[2]` (fill_mask's) -> `inputs[2]`,
-    as the request names it (a failing request runs alone, so the indices are its own)."""
-    from bertkit.tasks.hooks import INPUT_SOURCE
-
-    message = re.sub(re.escape(INPUT_SOURCE) + r":(\d+)", lambda m: f"inputs[{int(m.group(1)) - 1}]", message)
-    return re.sub(r"\btexts\[", "inputs[", message)
-
-
-def text_sizes(state, texts: list[str], limit: int) -> list[tuple[int, bool]]:
-    return [(min(n, limit), n > limit) for n in state.served.text_lengths(texts)]
-
-
-async def embeddings(state, route: str, texts: list[str], normalize: bool, truncate: bool):
-    served = state.served
-    sizes = text_sizes(state, texts, served.embed_limit)
-    return await run_batched(state, route, "embed", texts, sizes, served.embed_limit, truncate,
-                             {"normalize": normalize})
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -106,51 +60,6 @@ async def metrics(state, request: Request):
     return PlainTextResponse(state.metrics.render(), media_type=CONTENT_TYPE)
 
 
-async def embed(state, request: Request):
-    body = await read_json(request, state.config.max_body_bytes)
-    check_fields(body, ("inputs",), ("normalize", "truncate"))
-    texts = body_fields.texts(body, "inputs", state.config.max_client_batch_size)
-    normalize = body_fields.flag(body, "normalize", state.served.default_normalize)
-    truncate = body_fields.flag(body, "truncate", state.config.truncate)
-    vectors, truncated, _ = await embeddings(state, "/embed", texts, normalize, truncate)
-    return {"embeddings": vectors.tolist(), "truncated": truncated}
-
-
-async def openai_embeddings(state, request: Request):
-    """OpenAI's POST /v1/embeddings: {"input", "model", "encoding_format", "dimensions", "user"}."""
-    body = await read_json(request, state.config.max_body_bytes)
-    check_fields(body, ("input",), ("model", "encoding_format", "dimensions", "user"))
-    value = body["input"]
-    if isinstance(value, list) and value and all(isinstance(v, (int, list)) and not isinstance(v, bool)
-                                                  for v in value):
-        raise invalid("input: token-id arrays are not supported; send text")
-    texts = body_fields.texts(body, "input", state.config.max_client_batch_size)
-    encoding = body_fields.choice(body, "encoding_format", "float", ("float", "base64"))
-    hidden = state.served.encoder.config.hidden_size
-    if "dimensions" in body and body["dimensions"] != hidden:
-        raise invalid(f"dimensions: this model's embeddings have {hidden} dimensions, got {json.dumps(body['dimensions'])}")
-    vectors, truncated, tokens = await embeddings(state, "/v1/embeddings", texts, state.served.default_normalize,
-                                                  state.config.truncate)
-    data = [{"object": "embedding", "index": i,
-             "embedding": vector.tolist() if encoding == "float"
-             else base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")}
-            for i, vector in enumerate(vectors)]
-    return {"object": "list", "data": data, "model": state.served.directory.name,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}, "truncated": truncated}
-
-
-async def predict(state, request: Request):
-    body = await read_json(request, state.config.max_body_bytes)
-    check_fields(body, ("inputs",), ("truncate",))
-    items = body_fields.predict_inputs(body, "inputs", state.config.max_client_batch_size)
-    truncate = body_fields.flag(body, "truncate", state.config.truncate)
-    served = state.served
-    sizes = [served.predict_size(item) for item in items]
-    predictions, truncated, _ = await run_batched(state, "/predict", "predict", items, sizes, served.predict_limit,
-                                                  truncate)
-    return {"predictions": predictions, "truncated": truncated}
-
-
 async def fill_mask(state, request: Request):
     body = await read_json(request, state.config.max_body_bytes)
     check_fields(body, ("inputs",), ("top_k", "truncate"))
@@ -163,27 +72,22 @@ async def fill_mask(state, request: Request):
         if mask is None or mask not in text:
             raise invalid(f"inputs[{i}]: no {mask} token to fill")
     sizes = text_sizes(state, texts, served.fill_mask_limit)
-    predictions, truncated, _ = await run_batched(state, "/fill-mask", "fill-mask", texts, sizes,
-                                                  served.fill_mask_limit, truncate, {"top_k": top_k})
-    return {"predictions": predictions, "truncated": truncated}
+    predictions, truncated, tokens = await run_batched(state, "/fill-mask", "fill-mask", texts, sizes,
+                                                       served.fill_mask_limit, truncate, {"top_k": top_k})
+    return JSONResponse(predictions, headers=extras_headers(truncated, tokens))
 
 
-async def tokenize(state, request: Request):
-    """Each text's tokens: id, text, character span [start, stop) and whether it is special."""
+async def root(state, request: Request):
+    """POST /: what the model serves (ServedModel.serves), as TEI and TGI answer their root."""
     body = await read_json(request, state.config.max_body_bytes)
-    check_fields(body, ("inputs",), ("add_special_tokens",))
-    texts = body_fields.texts(body, "inputs", state.config.max_client_batch_size)
-    specials = body_fields.flag(body, "add_special_tokens", True)
-    tokenizer = state.served.tokenizer
-    encoded = tokenizer(texts, add_special_tokens=specials, return_offsets_mapping=True,
-                        return_special_tokens_mask=True)
-    tokens = []
-    for ids, offsets, special in zip(encoded["input_ids"], encoded["offset_mapping"],
-                                     encoded["special_tokens_mask"]):
-        tokens.append([{"id": token_id, "text": tokenizer.convert_ids_to_tokens(token_id), "start": start,
-                        "stop": stop, "special": bool(is_special)}
-                       for token_id, (start, stop), is_special in zip(ids, offsets, special)])
-    return {"tokens": tokens}
+    serves = state.served.serves
+    if serves == "generate":
+        return await (tgi.generate_stream_body if body.get("stream") is True else tgi.generate_body)(state, body)
+    if serves == "predict":
+        return await tei.predict_body(state, body)
+    if isinstance(body.get("inputs"), dict):  # {"source_sentence", "sentences"}: sentence similarity
+        return await tei.similarity_body(state, body)
+    return await tei.embed_body(state, body)
 
 
 def _query_integer(query, name: str, default: int, low: int, high: int) -> int:
@@ -218,13 +122,21 @@ async def inspect(state, request: Request):
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/health", health, summary="200 when the inference worker runs"),
+    Route("GET", "/health", health, summary="200 when the inference worker runs (TEI, TGI)"),
     Route("GET", "/info", info, summary="model, task, labels, precision, limits, routes"),
     Route("GET", "/metrics", metrics, summary="Prometheus text"),
-    Route("POST", "/embed", embed, "encoder", "vectors for texts"),
-    Route("POST", "/predict", predict, "task", "the task head's predictions"),
+    Route("POST", "/", root, summary="what the model serves: generate, predict or embed (TEI, TGI)"),
+    Route("POST", "/embed", tei.embed, "encoder", "vectors for texts (TEI)"),
+    Route("POST", "/embed_all", tei.embed_all, "encoder", "every token's vector (TEI)"),
+    Route("POST", "/similarity", tei.similarity, "encoder", "cosine of sentences to a source sentence (TEI)"),
+    Route("POST", "/predict", tei.predict, "task", "the task head's predictions (TEI)"),
+    Route("POST", "/rerank", tei.rerank, "task", "texts ranked against a query by a pair classifier (TEI)"),
+    Route("POST", "/tokenize", tei.tokenize, summary="tokens with offsets (TEI)"),
+    Route("POST", "/decode", tei.decode, summary="token ids back to text (TEI)"),
     Route("POST", "/fill-mask", fill_mask, "masked_lm", "top-k tokens for each mask"),
-    Route("POST", "/tokenize", tokenize, summary="tokens with offsets"),
-    Route("POST", "/v1/embeddings", openai_embeddings, "encoder", "OpenAI-compatible embeddings"),
+    Route("POST", "/generate", tgi.generate, "generator", "generated text (TGI)"),
+    Route("POST", "/generate_stream", tgi.generate_stream, "generator", "generated text, one event per token (TGI)"),
+    Route("POST", "/v1/embeddings", openai.embeddings_route, "encoder", "OpenAI-compatible embeddings"),
+    Route("POST", "/v1/completions", openai.completions, "generator", "OpenAI-compatible completions"),
     Route("GET", "/inspect", inspect, "encoder", "the attention page of ?text=...&pair=..."),
 )

@@ -199,6 +199,8 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
     or its own `lm_head` (v1.1). `labels` (B, T) give the loss and, when no
     decoder_input_ids are given, the decoder inputs (labels shifted right)."""
 
+    merges_decode_steps = True  # relative position bias: left-padded caches keep every row's positions
+
     def __init__(self, config: T5Config):
         T5PreTrainedModel.__init__(self, config)  # not T5Model's: the head must exist before init_weights
         self.shared = nn.Embedding(config.vocab_size, config.d_model)

@@ -1,0 +1,249 @@
+"""Generation served with continuous batching: `DecodeLoop`, run by the batching worker.
+
+Each generation request is one `GenerationJob` (its prompt's token ids, its resolved
+`generate` settings, seed, stop strings, and `emit`: a thread-safe function that hands an
+event to the waiting coroutine). The worker thread (bertkit.serving.batching) admits
+queued requests between decoding steps — `admit` runs their encoder and first decoding
+step together, then their rows join the running batch — and calls `step` while any row
+runs: one model call for every running row (the model's `decode_steps`,
+bertkit.model.decoding), then each row's own logits rules and choice, exactly as
+`generate`'s greedy/sampling loop does for one input (bertkit.model.generation), so a
+request's text is `bertkit generate`'s for the same settings. A row leaves when it ends
+(EOS, max_new_tokens, a stop string) or its client went away (`cancelled`): its slot is
+free at the next step.
+
+The decoding steps of a running batch run inside one `packed_weights()` context
+(bertkit.model.packed_linear: oneDNN's packed copies of the weights, made on second use),
+entered when the batch starts and left when it empties, as `generate` runs its whole
+loop inside one; encoders run outside it (`plain_weights`), as in `generate`.
+
+Admission (`room`): the running rows' cost (prompt tokens + max_new_tokens each) stays
+within max_batch_tokens and their count within max_batch_requests. A model whose decode
+steps cannot merge rows of different lengths (absolute decoder positions) admits new
+requests only when no row runs — requests that arrive together still share every step. A
+model that cannot decode in steps (`can_decode_steps` false: the decoder-only families today)
+is run through its `generate`, one request at a time, and its tokens are sent when it ends.
+
+Events: {"type": "token", "token": {"id", "text", "logprob", "special"}} per new token,
+then {"type": "end", "generated_text", "finish_reason" ("length", "eos_token",
+"stop_sequence"), "generated_tokens", "tokens", "seed", "input_length"}, or
+{"type": "error", "error": exception}.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from bertkit.inference.generation import visible_text
+from bertkit.inference.loading import LoadedModel
+from bertkit.model.generation import GenerationSettings, process_scores
+from bertkit.model.packed_linear import packed_weights, plain_weights
+
+log = logging.getLogger("bertkit.serve")
+
+
+@dataclass
+class GenerationJob:
+    """One request's generation (see the module docstring)."""
+
+    input_ids: list[int]
+    settings: GenerationSettings
+    emit: Callable[[dict], None]
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    cancelled: bool = False
+
+    @property
+    def cost(self) -> int:
+        return len(self.input_ids) + self.settings.max_new_tokens
+
+
+@dataclass
+class _Row:
+    job: GenerationJob
+    generator: torch.Generator | None
+    eos_ids: torch.Tensor
+    start: int
+    new: list[int] = field(default_factory=list)
+    tokens: list[dict] = field(default_factory=list)
+    text: str = ""
+
+
+class DecodeLoop:
+    """The running generation batch of one served generator (worker thread only)."""
+
+    def __init__(self, loaded: LoadedModel, max_batch_tokens: int, max_batch_requests: int):
+        self.loaded = loaded
+        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_requests = max_batch_requests
+        self.steps = None
+        self.rows: list[_Row] = []
+        self.stepwise = bool(getattr(loaded.model, "can_decode_steps", False))
+        self._packing: ExitStack | None = None  # the running batch's packed_weights() context
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rows)
+
+    def room(self) -> tuple[int, int]:
+        """(tokens, requests) that may still join the running batch."""
+        if self.rows and not (self.steps is not None and self.steps.can_merge):
+            return 0, 0
+        used = sum(row.job.cost for row in self.rows)
+        return self.max_batch_tokens - used, self.max_batch_requests - len(self.rows)
+
+    # ------------------------------------------------------------------ admission
+
+    def admit(self, jobs: list) -> list[None]:
+        """The batcher's runner for "generate": start these requests (Job.items[0]: a GenerationJob)."""
+        requests = [job.items[0] for job in jobs]
+        try:
+            self._start(requests)
+        except Exception as exc:  # noqa: BLE001 - these requests fail; the running ones go on
+            log.error("generation failed to start: %s", exc)
+            for request in requests:
+                request.emit({"type": "error", "error": exc})
+        return [None] * len(jobs)
+
+    def _start(self, requests: list[GenerationJob]) -> None:
+        requests = [request for request in requests if not request.cancelled]  # left while queued
+        if not requests:
+            return
+        if not self.stepwise:
+            for request in requests:
+                self._generate_whole(request)
+            return
+        model = self.loaded.model
+        model.eval()
+        with torch.inference_mode():
+            with plain_weights():
+                steps = model.decode_steps([request.input_ids for request in requests])
+            rows = [self._row(request, steps.tokens(i)[0]) for i, request in enumerate(requests)]
+            self._pack()
+            self._advance(steps, rows)
+        if rows:
+            if self.steps is None:
+                self.steps = steps
+            else:
+                self.steps.merge(steps)
+            self.rows += rows
+        elif not self.rows:
+            self._unpack()
+
+    def _row(self, request: GenerationJob, start: int) -> _Row:
+        device = next(self.loaded.model.parameters()).device
+        generator = None if request.seed is None else torch.Generator(device).manual_seed(request.seed)
+        eos = torch.tensor(request.settings.eos_token_ids, dtype=torch.long, device=device)
+        return _Row(request, generator, eos, start)
+
+    # ------------------------------------------------------------------ decoding
+
+    def step(self) -> None:
+        """One decoding step for every running row; ended and abandoned rows leave."""
+        with torch.inference_mode():
+            self._drop([i for i, row in enumerate(self.rows) if row.job.cancelled], self.steps, self.rows)
+            if self.rows:
+                self._pack()
+                self._advance(self.steps, self.rows)
+            if not self.rows:
+                self.steps = None
+                self._unpack()
+
+    def fail(self, error: BaseException) -> None:
+        """A step failed (a bug): every running request gets the error; the batch is dropped."""
+        log.error("generation step failed: %s", error)
+        for row in self.rows:
+            row.job.emit({"type": "error", "error": error})
+        self.rows, self.steps = [], None
+        self._unpack()
+
+    def _pack(self) -> None:
+        if self._packing is None:
+            self._packing = ExitStack()
+            self._packing.enter_context(packed_weights())
+
+    def _unpack(self) -> None:
+        if self._packing is not None:
+            self._packing.close()
+            self._packing = None
+
+    def _advance(self, steps, rows: list[_Row]) -> None:
+        """Run one step of `steps` (its rows: `rows`), choose, emit, and drop the rows that ended."""
+        scores = steps.next_logits()
+        chosen, logprobs = [], []
+        for i, row in enumerate(rows):
+            history = torch.tensor([steps.tokens(i)], dtype=torch.long, device=scores.device)
+            row_scores = process_scores(scores[i:i + 1], history, row.job.settings, row.eos_ids, 1)
+            if row.job.settings.do_sample:
+                token = torch.multinomial(row_scores.softmax(dim=-1), 1, generator=row.generator).view(1)
+            else:
+                token = row_scores.argmax(dim=-1)
+            chosen.append(token)
+            logprobs.append(float(row_scores.log_softmax(dim=-1)[0, token]))
+        chosen = torch.cat(chosen)
+        steps.append(chosen)
+        ended = []
+        for i, (row, token, logprob) in enumerate(zip(rows, chosen.tolist(), logprobs)):
+            reason = self._take(row, token, logprob)
+            if reason is not None:
+                self._finish(row, reason)
+                ended.append(i)
+        self._drop(ended, steps, rows)
+
+    def _take(self, row: _Row, token: int, logprob: float) -> str | None:
+        """Record and emit one token; the finish reason when the row ends with it."""
+        row.new.append(token)
+        special = token in row.job.settings.eos_token_ids or token in self.loaded.tokenizer.all_special_ids
+        text = visible_text(self.loaded, [row.start, *row.new])
+        piece = text[len(row.text):] if text.startswith(row.text) else text
+        row.text = text
+        entry = {"id": token, "text": "" if special and not piece else piece, "logprob": logprob, "special": special}
+        row.tokens.append(entry)
+        row.job.emit({"type": "token", "token": entry})
+        if token in row.job.settings.eos_token_ids:
+            return "eos_token"
+        if any(stop in text for stop in row.job.stop):
+            return "stop_sequence"
+        if len(row.new) >= row.job.settings.max_new_tokens:
+            return "length"
+        return None
+
+    def _finish(self, row: _Row, reason: str) -> None:
+        row.job.emit({"type": "end", "generated_text": row.text, "finish_reason": reason,
+                      "generated_tokens": len(row.new), "tokens": row.tokens, "seed": row.job.seed,
+                      "input_length": len(row.job.input_ids)})
+
+    @staticmethod
+    def _drop(indices: list[int], steps, rows: list[_Row]) -> None:
+        if not indices:
+            return
+        gone = set(indices)
+        keep = [i for i in range(len(rows)) if i not in gone]
+        steps.keep(keep)
+        rows[:] = [rows[i] for i in keep]
+
+    # ------------------------------------------------------------------ models without decode_steps
+
+    def _generate_whole(self, request: GenerationJob) -> None:
+        """The model's own `generate` for one request; its tokens are emitted when it ends."""
+        import dataclasses
+
+        model = self.loaded.model
+        settings = dataclasses.asdict(request.settings)
+        settings["eos_token_id"] = list(settings.pop("eos_token_ids")) or None
+        ids = torch.tensor([request.input_ids], dtype=torch.long, device=next(model.parameters()).device)
+        model.eval()
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), seed=request.seed, **settings)
+        row = self._row(request, out[0, 0].item())
+        for token in out[0, 1:].tolist():
+            reason = self._take(row, token, 0.0)
+            if reason is not None:
+                break
+        self._finish(row, reason or "length")
