@@ -36,7 +36,6 @@ import logging
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -179,7 +178,7 @@ class DecodeLoop:
         chosen, logprobs = [], []
         for i, row in enumerate(rows):
             history = torch.tensor([steps.tokens(i)], dtype=torch.long, device=scores.device)
-            row_scores = process_scores(scores[i:i + 1], history, row.job.settings, row.eos_ids, 1)
+            row_scores = process_scores(scores[i:i + 1], history, None, row.job.settings, row.eos_ids, 1)
             if row.job.settings.do_sample:
                 token = torch.multinomial(row_scores.softmax(dim=-1), 1, generator=row.generator).view(1)
             else:
@@ -236,13 +235,21 @@ class DecodeLoop:
 
         model = self.loaded.model
         settings = dataclasses.asdict(request.settings)
-        settings["eos_token_id"] = list(settings.pop("eos_token_ids")) or None
+        # generate's own arguments (the prompt's length and start token are generate's to work out)
+        options = {name: settings[name] for name in (
+            "max_new_tokens", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p", "repetition_penalty",
+            "no_repeat_ngram_size", "pad_token_id")}
+        options["eos_token_id"] = list(settings["eos_token_ids"]) or None
         ids = torch.tensor([request.input_ids], dtype=torch.long, device=next(model.parameters()).device)
         model.eval()
         with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), seed=request.seed, **settings)
-        row = self._row(request, out[0, 0].item())
-        for token in out[0, 1:].tolist():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), seed=request.seed,
+                                 return_dict_in_generate=True, **options)
+        # the row's text is decoded after a special token (skipped), as an encoder-decoder's start token is
+        row = self._row(request, request.settings.fill_token_id)
+        new_tokens = out.sequences[0, out.prompt_length:]
+        reason = None
+        for token in new_tokens.tolist():
             reason = self._take(row, token, 0.0)
             if reason is not None:
                 break
