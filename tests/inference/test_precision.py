@@ -144,8 +144,8 @@ def test_int8_load_says_a_missed_target_once(tiny_encoder_dir, monkeypatch, caps
         assert said == [] and precision_module.int8_notice("vnni") is None
     else:
         assert said == [f"bertkit: {precision_module.int8_notice('avx2')}"]
-        assert re.search(r"AVX2, no VNNI\): embed measured at \d\.\d\dx fp32's speed, short of the 1\.8x target "
-                         r"\(sentences' cosine to fp32 0\.99\d", said[0])
+        assert re.search(r"AVX2, no VNNI\): embed .*\d\.\d\dx fp32's speed.*short of the 1\.8x target.*"
+                         r"sentences' cosine to fp32 0\.99\d", said[0])
 
 
 @pytest.mark.parametrize("precision", ["int8", "bf16"])

@@ -126,15 +126,14 @@ class RowwiseInt8Linear(nn.Module):
         return self._matmul(rows).view(*shape[:-1], self.out_features).to(dtype)
 
     def _matmul(self, rows: torch.Tensor) -> torch.Tensor:
-        """(N, in) float32 -> (N, out) float32."""
-        low, high = torch.aminmax(rows, dim=1)
-        low, high = low.clamp(max=0), high.clamp(min=0)  # the range holds 0, so zeros stay exact
-        scale = ((high - low) / 255).clamp_min(torch.finfo(torch.float32).tiny)
+        """(N, in) float32 -> (N, out) float32. The quantization is plain elementwise ops:
+        torch's quantize_per_channel and aminmax(dim=1) took 3x the int8 GEMM's time here."""
+        low = rows.amin(1).clamp_(max=0)  # the range holds 0, so zeros stay exact
+        high = rows.amax(1).clamp_(min=0)
+        scale = ((high - low) / 255).clamp_(min=torch.finfo(torch.float32).tiny)
         zero_point = torch.round(-low / scale)
-        with warnings.catch_warnings():  # torch's notice that quantized tensors move to torchao
-            warnings.simplefilter("ignore", UserWarning)
-            quantized = torch.quantize_per_channel(rows, scale.double(), zero_point.long(), 0, torch.quint8).int_repr()
-        out = torch.ops.onednn.qlinear_pointwise(quantized, 1.0, 0, self._packed, self.weight_scale,
+        quantized = torch.addcmul(zero_point[:, None], rows, scale.reciprocal()[:, None]).round_().clamp_(0, 255)
+        out = torch.ops.onednn.qlinear_pointwise(quantized.to(torch.uint8), 1.0, 0, self._packed, self.weight_scale,
                                                  self.weight_zero_point, None, 1.0, 0, torch.float32, "none", [], "")
         out.mul_(scale[:, None])
         return out.addmm_(torch.stack([-scale * zero_point, torch.ones_like(scale)], 1), self.row_terms)
