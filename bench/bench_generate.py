@@ -67,7 +67,9 @@ def main() -> None:
 
     import transformers
 
-    from bertkit.model.t5 import T5_PRESETS, T5ForConditionalGeneration
+    from bertkit.model.t5.config import T5_PRESETS
+
+    from bertkit.model.t5 import T5ForConditionalGeneration
 
     print(f"{args.batches} batches of {args.batch_size}, sources {args.source_len // 2}-{args.source_len} tokens, "
           f"max_new_tokens {args.max_new_tokens}; {args.threads} threads, {args.device}")

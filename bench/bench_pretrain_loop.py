@@ -63,7 +63,7 @@ def bare_step(data: Path, preset: str, steps: int, batch_size: int) -> float:
     for index, batch in enumerate(batches):
         if index == 2:  # two warm-up steps
             started, tokens = time.perf_counter(), 0
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"],
+        out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"],
                     next_sentence_label=batch["next_sentence_label"])
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -60,7 +60,7 @@ def build_pair(preset: str, device: str):
     import transformers
 
     from bertkit.model.xlnet import XLNetForSequenceClassification
-    from bertkit.model.xlnet_config import XLNetConfig
+    from bertkit.model.xlnet.config import XLNetConfig
 
     config = XLNetConfig.from_preset(preset, vocab_size=VOCAB, pad_token_id=PAD, mem_len=None, num_labels=2)
     torch.manual_seed(0)

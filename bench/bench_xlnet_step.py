@@ -84,7 +84,7 @@ def build_pair(preset: str, dropout: float, device: str):
     import transformers
 
     from bertkit.model.xlnet import XLNetLMHeadModel
-    from bertkit.model.xlnet_config import XLNetConfig
+    from bertkit.model.xlnet.config import XLNetConfig
     from bertkit.training.config import TrainingConfig
     from bertkit.training.optim import build_optimizer
 

@@ -34,6 +34,13 @@ Setup (all knobs are flags; the defaults are the budget of docs/ablations.md):
   through `finetune glue`, T5 also through `finetune text2text --task glue`. It needs
   pt-mlm's result line (its FLOPs); a work folder seeded with docs/ablations/results.jsonl
   has it without rerunning the MLM arm.
+- (g) BERT vs GPT-1 (issue 31): a GPT-1-shaped decoder (`--preset gpt1-mini` cut to the BERT
+  arm's 2 layers x 128, post-LN, learned positions) pre-trained with `--objective clm` on
+  packed data of the same corpus, with its own byte-level BPE (`--layout gpt2`, --vocab-size)
+  for the steps whose FLOPs (`step_flops("clm")`) equal pt-mlm's; fine-tuned by GPT-1's
+  recipe (<start>/<delim>/<extract>, auxiliary LM loss 0.5, classifier dropout 0.1) with the
+  other arms' lr, epochs, batch, warm-up and seeds; its control is the same decoder with
+  random weights.
 """
 
 from __future__ import annotations
@@ -89,6 +96,10 @@ def step_flops(objective: str, config: dict, batch_size: int, seq_len: int, mask
         return t5_step_flops(config, batch_size, seq_len, target_len)
     if objective == "xlnet":
         return xlnet_step_flops(config, batch_size, seq_len, predicted)
+    if objective == "clm":  # a GPT: FFN 4H, the tied LM head on every position
+        h, layers, v = config["n_embd"], config["n_layer"], config["vocab_size"]
+        tokens = float(batch_size * seq_len)
+        return encoder_flops(tokens, seq_len, layers, h, 4 * h) + 6.0 * tokens * h * v
     h, i, layers, v = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], config["vocab_size"]
     tokens = float(batch_size * seq_len)
     if objective in ("mlm", "mlm_nsp"):
@@ -227,9 +238,10 @@ ARMS = {
     "t5": ("t5", "data-t5", "", "f"),
     "xlnet": ("xlnet", "data-xlnet", "", "f"),
     "ltr_flops": ("ltr", "data", "token", "f"),  # (a)'s left-to-right LM, here at (f)'s equal FLOPs
+    "gpt1": ("clm", "data-gpt1", "", "g"),  # (g): a GPT-1-shaped decoder, causal LM, equal FLOPs
 }
 # arms whose step count is set so that their FLOPs equal pt-mlm's
-FLOPS_MATCHED = ("electra", "t5", "xlnet", "ltr_flops")
+FLOPS_MATCHED = ("electra", "t5", "xlnet", "ltr_flops", "gpt1")
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
              "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2 qnli"}
 # (f)'s arms: each its own Unigram tokenizer (`--layout`) and data format; the preset None = --preset
@@ -240,6 +252,9 @@ SUCCESSORS = {"t5": {"layout": "t5", "sentinels": 100, "format": "packed", "pres
 FINETUNE = {"t5_cls": ("t5", "glue"), "t5_t2t": ("t5", "text2text"), "xlnet": ("xlnet", "glue")}
 FINETUNE.update({f"{name}_random": (f"{arm}_random", command) for name, (arm, command) in list(FINETUNE.items())})
 FINETUNE["ltr_flops"] = ("ltr_flops", "glue")  # its control is (a)'s random init: the same BERT and tokenizer
+# (g): GPT-1's shape at the BERT arm's size (2 x 128, 2 heads, FFN 512), its byte-level BPE, and its control
+GPT1 = {"preset": "gpt1-mini", "sizes": {"n_embd": 128, "n_layer": 2, "n_head": 2}, "tasks": ("mrpc", "sst2")}
+GPT1_FINETUNE = {"gpt1": "pt-gpt1", "gpt1_random": "pt-gpt1_random"}
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -264,7 +279,23 @@ def build_steps(args: argparse.Namespace) -> dict[str, Step]:
                 for task in ARM_TASKS[arm].split():
                     table.append(Step(f"ft-{arm}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
                                       {"arm": arm, "task": task, "seed": seed}))
-    return {s.name: s for s in table + successor_steps(args)}
+    return {s.name: s for s in table + successor_steps(args) + gpt1_steps(args)}
+
+
+def gpt1_steps(args: argparse.Namespace) -> list[Step]:
+    """(g): a byte-level BPE in GPT-2's layout, packed data, the decoder at pt-mlm's FLOPs, its
+    random control, then MRPC and SST-2 with every seed (the pre-trained arm's runs first)."""
+    table = [Step("tok-gpt1", "tokenizer", (), {"layout": "gpt2", "algorithm": "bbpe"}),
+             Step("data-gpt1", "data", ("tok-gpt1",), {"tokenizer": "tok-gpt1", "format": "packed"}),
+             Step("pt-gpt1", "pretrain", ("data-gpt1", "pt-mlm"),
+                  {"arm": "gpt1", "objective": "clm", "data": "data-gpt1", "masking": ""}),
+             Step("pt-gpt1_random", "random", ("pt-gpt1",), {"arm": "gpt1_random", "source": "pt-gpt1"})]
+    for variant, model in GPT1_FINETUNE.items():
+        for seed in args.seeds:
+            for task in GPT1["tasks"]:
+                table.append(Step(f"ft-{variant}-{task}-s{seed}", "finetune", (model,),
+                                  {"arm": variant, "pretrained": "gpt1", "model": model, "task": task, "seed": seed}))
+    return table
 
 
 def successor_steps(args: argparse.Namespace) -> list[Step]:
@@ -303,7 +334,7 @@ def select(names: list[str], steps: dict[str, Step]) -> list[str]:
     for name in names:
         if name == "all":
             wanted |= set(steps)
-        elif name in ("a", "b", "c", "d", "f"):
+        elif name in ("a", "b", "c", "d", "f", "g"):
             arms = {arm for arm, spec in ARMS.items() if name in spec[3]}
             wanted |= {n for n, s in steps.items() if s.options.get("pretrained", s.options.get("arm")) in arms}
         elif name in steps:
@@ -343,7 +374,8 @@ def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_
     max_seq_length, 15% of the non-special tokens (mean_len - 3 per NSP instance) masked;
     t5: inputs of max_seq_length, the targets T5's length helper gives (0.15 noise, spans of
     3); xlnet: num_predict targets per full-length sequence, in proportion for shorter ones."""
-    from bertkit.model.electra import ElectraConfig, generator_config
+    from bertkit.model.electra.config import generator_config
+    from bertkit.model.electra import ElectraConfig
     from bertkit.objectives.t5 import T5Settings, input_and_target_lengths
     from bertkit.objectives.xlnet import XLNetSettings
 
@@ -371,8 +403,9 @@ def run_step(step: Step, args: argparse.Namespace) -> dict:
     if step.kind == "tokenizer":
         command = [BERTKIT, "tokenizer", "train", "--vocab-size", str(args.vocab_size), "--output",
                    str(tokenizer_dir(work, step.name)), "--no-progress", str(CORPUS)]
-        if step.options.get("layout"):  # (f): SentencePiece-style Unigram in the model's own layout
-            command[-1:-1] = ["--algorithm", "unigram", "--layout", step.options["layout"]]
+        if step.options.get("layout"):  # (f): SentencePiece-style Unigram in the model's own layout; (g): bbpe
+            command[-1:-1] = ["--algorithm", step.options.get("algorithm", "unigram"), "--layout",
+                              step.options["layout"]]
             if step.options.get("sentinels"):
                 command[-1:-1] = ["--sentinels", str(step.options["sentinels"])]
     elif step.kind == "data":
@@ -423,11 +456,11 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     steps = args.pretrain_steps
     entry: dict = {"step": step.name, "arm": arm, "objective": objective, "data": data,
                    "masking": step.options["masking"], "mean_len": round(mean_len, 1)}
-    preset = SUCCESSORS.get(arm, {}).get("preset") or args.preset
+    preset = SUCCESSORS.get(arm, {}).get("preset") or (GPT1["preset"] if objective == "clm" else args.preset)
     if arm in FLOPS_MATCHED:  # equal FLOPs with the MLM arm
         mlm = read_results(work)["pt-mlm"]
         mlm_run = work / "runs" / "pt-mlm"
-        if objective in ("t5", "xlnet") or not (mlm_run / "final").exists():  # (a work folder seeded with its line)
+        if objective in ("t5", "xlnet", "clm") or not (mlm_run / "final").exists():  # (a work folder seeded with its line)
             planned = preset_config(objective, preset, work / data)
         else:  # the same sizes as pt-mlm
             planned = config_fields(mlm_run)
@@ -450,6 +483,8 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
         command += ["--set", f"masking={step.options['masking']}"]
     if objective == "electra":
         command += ["--generator-size", str(args.generator_size)]
+    if objective == "clm":
+        command += [f"--set=model.{name}={value}" for name, value in GPT1["sizes"].items()]
     if any(output.glob("checkpoint-*")):
         command.append("--resume")
     elif output.exists():
@@ -485,11 +520,15 @@ def preset_config(objective: str, preset: str, data: Path) -> dict:
     """The config fields a fresh `pretrain --objective objective --preset preset` run on `data`
     gets (its vocabulary from the data's tokenizer): to plan its steps before it runs."""
     from bertkit import Tokenizer
-    from bertkit.config import BertConfig
-    from bertkit.model.t5 import T5_PRESETS
-    from bertkit.model.xlnet_config import XLNetConfig
+    from bertkit.model.bert.config import BertConfig
+    from bertkit.model.t5.config import T5_PRESETS
+    from bertkit.model.xlnet.config import XLNetConfig
 
     vocab_size = len(Tokenizer.from_pretrained(data / "tokenizer"))
+    if objective == "clm":  # (g): the GPT-1 preset cut to the BERT arm's size
+        from bertkit.model.gpt.config import OPENAI_GPT_PRESETS
+
+        return {**OPENAI_GPT_PRESETS[preset], **GPT1["sizes"], "vocab_size": vocab_size}
     if objective not in ("t5", "xlnet"):  # a BERT-shaped arm: the preset's BertConfig
         return BertConfig.from_preset(preset, vocab_size=vocab_size).to_dict()
     sizes = T5_PRESETS[preset] if objective == "t5" else XLNetConfig.presets[preset]
@@ -506,8 +545,10 @@ def run_finetune(step: Step, args: argparse.Namespace, log: Path) -> dict:
         head = ["finetune", "text2text", "--task", "glue", "--glue-task", task]
     else:  # a classification head on the encoder (T5: T5EncoderForSequenceClassification)
         head = ["finetune", "glue", "--task", task]
+    # (g): GPT-1's recipe, but the other arms' warm-up (its own is 0.2% of the steps)
+    sets = ("warmup_ratio=0.1",) if step.options.get("pretrained") == "gpt1" else ()
     result = finetune(work, step.name, head, cut, model, epochs=epochs, lr=args.ft_lr, seed=seed,
-                      max_seq_length=args.max_seq_length, metrics=TASKS[task], log=log)
+                      max_seq_length=args.max_seq_length, metrics=TASKS[task], log=log, sets=sets)
     return {"step": step.name, "arm": arm, "task": task, "seed": seed, "metrics": result["metrics"], "epochs": epochs,
             "lr": args.ft_lr, "train_subset": cut["train_subset"], "eval_set": cut["eval_set"],
             "seconds": result["seconds"], "command": result["command"], "scale": "percent"}
@@ -639,6 +680,8 @@ ABLATIONS = {
     "b": ("(b) ELECTRA vs MLM at equal pre-training FLOPs", ("electra", "mlm", "random")),
     "c": ("(c) dynamic vs static masking", ("dynamic", "static", "random")),
     "d": ("(d) whole-word vs sub-token masking", ("wwm", "mlm", "random")),
+    "g": ("(g) BERT (MLM encoder) vs GPT-1 (left-to-right decoder) at equal pre-training FLOPs",
+          ("mlm", "mlm_nsp", "gpt1", "random", "gpt1_random")),
     "f": ("(f) T5 span corruption and XLNet's permutation LM vs MLM at equal pre-training FLOPs",
           ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr_flops", "ltr", "t5_cls_random", "t5_t2t_random", "xlnet_random",
            "random")),
@@ -650,7 +693,8 @@ ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "lt
              "t5_t2t": "T5 span corruption: text-to-text", "xlnet": "XLNet permutation LM",
              "ltr_flops": "left-to-right LM, equal FLOPs",
              "t5_cls_random": "no pre-training: T5 encoder + head", "t5_t2t_random": "no pre-training: T5 text-to-text",
-             "xlnet_random": "no pre-training: XLNet"}
+             "xlnet_random": "no pre-training: XLNet",
+             "gpt1": "GPT-1 decoder, causal LM (GPT-1's fine-tuning recipe)", "gpt1_random": "no pre-training: GPT-1 decoder"}
 # the held-out accuracy of each objective's own prediction task (eval split, last evaluation)
 HELD_OUT = ("eval_mlm_accuracy", "eval_lm_accuracy", "eval_token_accuracy", "eval_plm_accuracy", "eval_accuracy")
 
@@ -775,7 +819,7 @@ def cls_spread(model_dir: Path, texts: list[str]) -> dict:
     tokenizer, model = load_encoder(model_dir)
     batch = tokenizer(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
     mask = batch["attention_mask"][..., None].float()
     mean = (out.last_hidden_state * mask).sum(1) / mask.sum(1)  # (N, H)
     spread = {}
@@ -807,7 +851,7 @@ def mean_features(model_dir: Path, texts: list[str], batch_size: int = 64, max_l
             index = order[start:start + batch_size]
             batch = tokenizer([texts[i] for i in index], padding=True, truncation=True, max_length=max_length,
                               return_tensors="pt")
-            hidden = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).last_hidden_state
+            hidden = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
             mask = batch["attention_mask"][..., None].float()
             out[index] = ((hidden * mask).sum(1) / mask.sum(1)).double().numpy()
     return out

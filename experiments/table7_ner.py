@@ -136,7 +136,7 @@ def _model_name(model: str) -> str:
 
 
 def _model_shape(model: str) -> str:
-    from bertkit.config import BertConfig
+    from bertkit.model.bert.config import BertConfig
 
     config = BertConfig.from_pretrained(model)
     return f"{config.num_hidden_layers} layers, hidden {config.hidden_size}"

@@ -12,9 +12,11 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 from ablations import step_flops  # noqa: E402
 
-from bertkit.model.t5 import T5_PRESETS, T5Config, T5ForConditionalGeneration  # noqa: E402
+from bertkit.model.t5.config import T5_PRESETS  # noqa: E402
+
+from bertkit.model.t5 import T5Config, T5ForConditionalGeneration
 from bertkit.model.xlnet import XLNetLMHeadModel  # noqa: E402
-from bertkit.model.xlnet_config import XLNetConfig  # noqa: E402
+from bertkit.model.xlnet.config import XLNetConfig  # noqa: E402
 
 VOCAB = 512
 

@@ -112,3 +112,41 @@ def test_no_import_cycle_between_modules():
         if node not in state:
             visit(node, [])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+MODEL = PACKAGE / "model"
+FAMILIES = sorted(p.name for p in MODEL.iterdir() if (p / "__init__.py").exists())
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """bertkit modules `path` imports at run time (imports under `if TYPE_CHECKING:` left out)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            node.body = []
+    return {m for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+            for m in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+            if m.startswith("bertkit.model.")}
+
+
+def test_each_model_family_is_a_package_with_config_and_modeling():
+    assert {"bert", "roberta", "electra", "albert", "t5", "xlnet"} <= set(FAMILIES)
+    for family in FAMILIES:
+        assert (MODEL / family / "config.py").exists() and (MODEL / family / "modeling.py").exists(), family
+
+
+def test_shared_model_modules_import_no_family():
+    """model/*.py is what families share: it may name a family's config in annotations only."""
+    offenders = sorted(f"{path.name} -> {module}" for path in MODEL.glob("*.py")
+                       for module in runtime_imports(path) if module.split(".")[2] in FAMILIES)
+    assert not offenders, "shared model modules importing a family:\n" + "\n".join(offenders)
+
+
+def test_registry_names_each_family_from_its_package():
+    from bertkit.model.families import MODEL_FAMILIES
+
+    for name, family in MODEL_FAMILIES.items():
+        for path in (family.config, family.backbone):
+            assert path.startswith("bertkit.model."), (name, path)
+            package = path.split(":")[0].split(".")[2]
+            assert package in FAMILIES, f"{name}: {path} is not in a family package"

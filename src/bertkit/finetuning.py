@@ -107,11 +107,18 @@ class FinetuneConfig(TrainingConfig):
     epochs: int = 3
     warmup_ratio: float = 0.1
     max_seq_length: int = 128
+    max_train_samples: int | None = None  # the first N training examples only (transformers' example scripts' flag)
+    max_eval_samples: int | None = None  # the first N dev examples only
     group_by_length: bool = False  # True: length-grouped batches (costs quality; see tasks/programs.py)
     eval_batch_size: int = 64
     reinit_head: bool = False  # ignore the checkpoint's head and label map: always a fresh head
     grid_lrs: list | None = None
     grid_epochs: list | None = None
+    # GPT-1's recipe (decoder-only models, bertkit.tasks.gpt1_recipe, whose defaults they take:
+    # lm_coef 0.5, classifier_dropout 0.1, lr 6.25e-5, warmup_ratio 0.002): the auxiliary LM
+    # loss's weight, and dropout on the classifier's input (None: the model's own)
+    lm_coef: float = 0.0
+    classifier_dropout: float | None = None
     model: dict = field(default_factory=dict)
     # the feature-based approach (tagging only, bertkit.tasks.feature_tagger): a frozen encoder's
     # `features` (a bertkit.embed layer choice) feed a BiLSTM tagger; set lr too (the CLI's default is 1e-3)
@@ -127,7 +134,7 @@ class FinetuneConfig(TrainingConfig):
 
         check_choice("family", self.family, task_family_names())
         for name in ("epochs", "max_seq_length", "eval_batch_size", "max_query_length", "max_answer_length",
-                     "n_best_size", "num_beams", "max_target_length"):
+                     "n_best_size", "num_beams", "max_target_length", "max_train_samples", "max_eval_samples"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
         if self.max_seq_length < 8:
@@ -145,14 +152,18 @@ class FinetuneConfig(TrainingConfig):
 
             check_choice("features", self.features, LAYER_CHOICES)
             if get_task_family(self.family).feature_program is None:
-                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging), "
-                                  f"not {self.family}")
+                raise ConfigError(f"field 'features': the feature-based approach is for NER (tagging) and "
+                                  f"classification, not {self.family}")
         if self.text2text_task is not None:
-            from bertkit.tasks.text2text import TASKS
+            from bertkit.tasks.registry import TEXT2TEXT_TASKS as TASKS
 
             check_choice("text2text_task", self.text2text_task, TASKS)
         check_choice("feature_cache", self.feature_cache, ("auto", "memory", "disk"))
         check_choice("feature_cache_dtype", self.feature_cache_dtype, ("float16", "float32"))
+        if self.lm_coef < 0:
+            raise ConfigError(f"field 'lm_coef' must be >= 0, got {self.lm_coef}")
+        if self.classifier_dropout is not None and not 0.0 <= self.classifier_dropout < 1.0:
+            raise ConfigError(f"field 'classifier_dropout' must be in [0, 1), got {self.classifier_dropout}")
         for name in ("lstm_hidden_size", "lstm_num_layers"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"field {name!r} must be positive, got {getattr(self, name)}")
@@ -193,7 +204,8 @@ def build_config(values: dict[str, Any], overrides: dict[str, str]) -> FinetuneC
     """Defaults <- `values` (YAML and flags) <- `--set` overrides; `model.X` keys go to `model`."""
     model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
     plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
-    base = apply_overrides(FinetuneConfig(), values, source="config")
+    base = apply_overrides(FinetuneConfig(), model_family_defaults(values.get("init_from")), source="defaults")
+    base = apply_overrides(base, values, source="config")
     config = apply_overrides(base, plain)
     if model_overrides:
         parsed = {k: parse_value(v, Any) for k, v in model_overrides.items()}
@@ -202,6 +214,22 @@ def build_config(values: dict[str, Any], overrides: dict[str, str]) -> FinetuneC
         if not getattr(config, name):
             raise ConfigError(f"field {name!r} is required ({flag})")
     return config
+
+
+def model_family_defaults(init_from: str | None) -> dict[str, Any]:
+    """The fine-tuning defaults of the starting checkpoint's model family: GPT-1's recipe for a
+    decoder-only one (bertkit.tasks.gpt1_recipe), none otherwise (or when the checkpoint cannot
+    be read yet: `prepare` names the problem)."""
+    from bertkit.model.families import family_of
+    from bertkit.tasks import gpt1_recipe
+
+    if not init_from or not (Path(init_from) / "config.json").is_file():
+        return {}
+    try:
+        family = family_of(init_from)
+    except BertkitError:
+        return {}
+    return dict(gpt1_recipe.FINETUNE_DEFAULTS) if gpt1_recipe.applies_to(family) else {}
 
 
 GLUE_DEV_FILES = {"mnli": "dev_matched.tsv", "mnli-mm": "dev_mismatched.tsv"}
@@ -268,7 +296,17 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
         raise ConfigError(f"field 'max_seq_length' ({config.max_seq_length}) exceeds the model's "
                           f"max_position_embeddings ({base.position_limit}) in {source}/config.json")
     tokenizer = Tokenizer.from_pretrained(source)
-    if tokenizer.vocab_size > base.vocab_size:
+    from bertkit.model.families import family_for_config
+    from bertkit.tasks import gpt1_recipe
+
+    if gpt1_recipe.applies_to(family_for_config(base)):  # <start> <delim> <extract>, new embedding rows
+        tokenizer = gpt1_recipe.with_gpt1_tokens(tokenizer, source)
+        base = gpt1_recipe.task_config(base, tokenizer)
+    elif config.lm_coef or config.classifier_dropout is not None:
+        name = "lm_coef" if config.lm_coef else "classifier_dropout"
+        raise ConfigError(f"field {name!r} belongs to GPT-1's recipe (a decoder-only model); {source} is a "
+                          f"{base.model_type} model (its classifier dropout is model.hidden_dropout_prob or the like)")
+    if tokenizer.vocab_size > getattr(base, "vocab_size", tokenizer.vocab_size):  # ELMo reads characters: no vocab
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
     family = get_task_family(config.family)
@@ -291,8 +329,8 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
 
         spec.glue_task = glue_task_name(spec.glue_task)
         spec.regression = spec.glue_task in REGRESSION_TASKS
-    train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)
-    dev_examples = program_cls.read(config.dev, spec, config.dev_labels) if config.dev else None
+    train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)[:config.max_train_samples]
+    dev_examples = program_cls.read(config.dev, spec, config.dev_labels)[:config.max_eval_samples] if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
@@ -347,12 +385,27 @@ def load_task_model(model_cls, source: Path, config, keep_head: bool):
     encoder = getattr(model, family.backbone_attribute)  # HF's attribute: bert / roberta / electra / albert
     own = encoder.state_dict()
     loaded = {k: v for k, v in backbone.state_dict().items() if k in own}
+    grown = {k: _grown_rows(own[k], v) for k, v in loaded.items() if own[k].shape != v.shape}
+    loaded.update({k: v for k, v in grown.items() if v is not None})
     missing = encoder.load_state_dict(loaded, strict=False).missing_keys
     never_trained = set(backbone.loading_info["missing_keys"]) | set(missing)
     prefix = f"{family.backbone_attribute}."
     fresh = [k for k in model.state_dict() if not k.startswith(prefix)]
     fresh += [f"{prefix}{k}" for k in own if k in never_trained]
+    fresh += [f"{prefix}{k} (rows {loaded_rows}+)" for k, loaded_rows in
+              ((k, backbone.state_dict()[k].shape[0]) for k, v in grown.items() if v is not None)]
     return model, sorted(fresh)
+
+
+def _grown_rows(initialised, trained):
+    """A table grown by new rows (a tokenizer given tokens, as GPT-1's recipe adds three): the
+    trained rows, then the new rows as the model initialised them; None for another mismatch."""
+    if initialised.dim() != trained.dim() or initialised.shape[1:] != trained.shape[1:] or (
+            initialised.shape[0] < trained.shape[0]):
+        return None
+    table = initialised.clone()
+    table[: trained.shape[0]] = trained
+    return table
 
 
 # ---------------------------------------------------------------------------- runs
@@ -441,11 +494,16 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
         model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared),
                                        prepared.keep_head)
         name = model_cls.__name__
+        if config.classifier_dropout:
+            from bertkit.tasks.gpt1_recipe import add_classifier_dropout
+
+            add_classifier_dropout(model, config.classifier_dropout)
     model.train()
     id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
                                    id2label, group_by_length=config.group_by_length,
-                                   eval_batch_size=config.eval_batch_size, progress=config.progress)
+                                   eval_batch_size=config.eval_batch_size, progress=config.progress,
+                                   lm_coef=config.lm_coef)
     steps_per_epoch = math.ceil(len(prepared.train.features) / config.batch_size)
     metric = program.default_metric(prepared.spec) if prepared.dev is not None else None
     training = config.training_fields(steps_per_epoch, metric)

@@ -123,10 +123,9 @@ class PretrainedConfig:
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike):
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise BertkitError(f"{directory}: no such model directory")
-        return cls.from_json_file(directory / "config.json")
+        from bertkit.interop.hub_cache import resolve_model_dir
+
+        return cls.from_json_file(resolve_model_dir(directory) / "config.json")
 
     # ---- serialisation ------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -181,6 +180,11 @@ class PretrainedConfig:
         """Positions the model can encode (its position table's `max_position_embeddings`),
         None when it has no limit (relative encodings: XLNet)."""
         return getattr(self, "max_position_embeddings", None)
+
+    def describe_size(self) -> str:
+        """The model's shape in a few words, for reports ("2 layers, hidden 128, 2 heads" for the
+        Transformer families; a family of another shape says its own)."""
+        return f"{self.num_hidden_layers} layers, hidden {self.hidden_size}, {self.num_attention_heads} heads"
 
     # ---- checks -------------------------------------------------------------------
     def validate(self) -> None:

@@ -75,7 +75,11 @@ def with_recipe(values: dict[str, Any], recipe: str) -> dict[str, Any]:
     (it lands in run_config.json and the report); `model` merges key by key."""
     if recipe not in RECIPES:
         raise ConfigError(f"--recipe {recipe!r}: must be one of {', '.join(RECIPES)}")
+    from bertkit.objectives import get_objective
+
     defaults = RECIPES[recipe]
+    objective = values.get("objective", defaults.get("objective", PretrainConfig.objective))
+    defaults = get_objective(objective).recipe_defaults(defaults)  # in the objective's model's terms
     merged = {**defaults, **values, "recipe": recipe}
     if "model" in defaults and isinstance(values.get("model", {}), dict):
         merged["model"] = {**defaults["model"], **values.get("model", {})}
@@ -213,7 +217,8 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
     fresh: list[str] = []
     if source is not None:
         model = objective_cls.load_model(source)
-        if model.config.vocab_size != info.vocab_size:
+        # a model over words' characters (ELMo) has no sub-word vocabulary to match
+        if getattr(model.config, "vocab_size", info.vocab_size) != info.vocab_size:
             raise BertkitError(
                 f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
                 f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
@@ -273,8 +278,7 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
         final.update({k: v for k, v in evals[-1].items() if k not in objective.evaluation_details()})
     mc = model.config
     sections = [
-        ("Run", {"objective": config.objective, "model": f"{mc.num_hidden_layers} layers, hidden {mc.hidden_size}, "
-                 f"{mc.num_attention_heads} heads, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters",
+        ("Run", {"objective": config.objective, "model": f"{mc.describe_size()}, {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters",
                  "initialised from": config.init_from or f"preset {config.preset} (random)",
                  **({"initialised fresh": ", ".join(fresh or []) or "nothing (every weight loaded)"}
                     if config.init_from else {}),
@@ -296,7 +300,9 @@ def write_run_report(config: PretrainConfig, objective, model, train, result, se
         ("Data", {"directory": config.data, "instances": train.info.num_instances, "tokens": train.info.num_tokens,
                   "format": train.info.instance_format, "max_seq_length": train.info.max_seq_length,
                   "masking at build": train.info.masking}),
-        ("Throughput", {"wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1)}),
+        ("Throughput", {"wall time (s)": round(seconds, 1), "training tokens/s": round(result.tokens_per_second, 1),
+                        "MFU": f"{result.mfu:.1%}" if result.mfu is not None else "not reported",
+                        "MFU counted as": trainer.describe_mfu()}),
         ("Final metrics", final or "no metrics logged"),
         ("Files", f"`final/` (HF layout: config.json, model.safetensors, tokenizer), `metrics.jsonl`, checkpoints "
                   f"`checkpoint-*` (with training_state.pt), `{RUN_CONFIG_FILE}`"),

@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -74,21 +75,58 @@ def is_jsonl(path: str | Path) -> bool:
     return name.endswith(".jsonl") or name.endswith(".json")
 
 
-def iter_lines(path: str | Path, text_field: str = "text", skip_bad: bool = False) -> Iterator[tuple[int, str]]:
+SKIP_FLAG = "--skip-bad-lines"
+
+
+class SkippedLines:
+    """The lines of one file skipped as undecodable or malformed: how many, and the first."""
+
+    def __init__(self) -> None:
+        self.count, self.first = 0, 0
+
+    def add(self, line_no: int) -> None:
+        self.count += 1
+        self.first = self.first or line_no
+
+
+def warn_skipped(name: str, skipped: SkippedLines) -> None:
+    """A warning (one `bertkit: warning:` line on the command line) saying how many lines of
+    `name` were skipped, and the first of them; nothing when none was."""
+    if skipped.count:
+        warnings.warn(f"{name}: skipped {skipped.count:,} undecodable or malformed "
+                      f"line{'s' if skipped.count > 1 else ''} ({SKIP_FLAG}; the first: line {skipped.first})",
+                      stacklevel=2)
+
+
+def iter_lines(path: str | Path, text_field: str = "text", skip_bad: bool = False,
+               skip_advice: bool = True) -> Iterator[tuple[int, str]]:
     """Yield `(line_number, text)` for every line (1-based), newline stripped.
 
     JSONL files (`.jsonl`, `.json`, optionally `.gz`) yield the `text_field` of each
     object. Blank lines are yielded as "" (they separate documents in BERT corpora).
-    With `skip_bad`, undecodable or malformed lines are skipped instead of raising.
+    With `skip_bad`, undecodable or malformed lines are skipped instead of raising, and a
+    warning says how many (`warn_skipped`). `skip_advice`: whether an error advises
+    --skip-bad-lines (False where the command offers no such flag).
     """
     with open_binary(path) as handle:
-        yield from iter_stream_lines(handle, str(path), jsonl=is_jsonl(path), text_field=text_field, skip_bad=skip_bad)
+        yield from iter_stream_lines(handle, str(path), jsonl=is_jsonl(path), text_field=text_field, skip_bad=skip_bad,
+                                     skip_advice=skip_advice)
 
 
 def iter_stream_lines(
-    stream: BinaryIO, name: str = "<stdin>", *, jsonl: bool = False, text_field: str = "text", skip_bad: bool = False
+    stream: BinaryIO, name: str = "<stdin>", *, jsonl: bool = False, text_field: str = "text", skip_bad: bool = False,
+    skip_advice: bool = True,
 ) -> Iterator[tuple[int, str]]:
     """`iter_lines` for an open binary stream (e.g. `sys.stdin.buffer`); errors say `name`."""
+    skipped = SkippedLines()
+    try:
+        yield from _stream_lines(stream, name, jsonl, text_field, skip_bad, skip_advice, skipped)
+    finally:
+        warn_skipped(name, skipped)
+
+
+def _stream_lines(stream: BinaryIO, name: str, jsonl: bool, text_field: str, skip_bad: bool, skip_advice: bool,
+                  skipped: SkippedLines) -> Iterator[tuple[int, str]]:
     line_no = 0
     try:
         for raw in stream:
@@ -97,10 +135,12 @@ def iter_stream_lines(
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 if skip_bad:
+                    skipped.add(line_no)
                     continue
+                advice = f" or pass {SKIP_FLAG}" if skip_advice else " (e.g. iconv -f latin1 -t utf-8)"
                 raise BertkitError(
                     f"{name}:{line_no}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                    f"{exc.start + 1}); convert the file to UTF-8 or pass --skip-bad-lines"
+                    f"{exc.start + 1}); convert the file to UTF-8{advice}"
                 ) from exc
             line = line.rstrip("\r\n")
             if line_no == 1:
@@ -114,6 +154,7 @@ def iter_stream_lines(
             text = _jsonl_text(line, text_field)
             if text is None:
                 if skip_bad:
+                    skipped.add(line_no)
                     continue
                 raise BertkitError(
                     f"{name}:{line_no}: malformed JSONL line (expected an object with a "
@@ -122,6 +163,7 @@ def iter_stream_lines(
             escape = lone_surrogate(line, text)
             if escape is not None:
                 if skip_bad:
+                    skipped.add(line_no)
                     continue
                 raise surrogate_error(f"{name}:{line_no}", escape)
             yield line_no, text

@@ -257,7 +257,7 @@ def test_packed_sequences():
 
 
 def test_ignore_index_matches_the_model():
-    from bertkit.model.bert import IGNORE_INDEX as MODEL_IGNORE_INDEX
+    from bertkit.model.bert.modeling import IGNORE_INDEX as MODEL_IGNORE_INDEX
 
     assert IGNORE_INDEX == MODEL_IGNORE_INDEX
 

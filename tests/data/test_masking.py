@@ -115,7 +115,7 @@ def test_masking_needs_no_torch_and_agrees_on_the_ignore_index():
 
     code = "import sys, bertkit.data.masking as m; print(m.IGNORE_INDEX, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    from bertkit.model.bert import IGNORE_INDEX
+    from bertkit.model.bert.modeling import IGNORE_INDEX
 
     assert out == [str(IGNORE_INDEX), "False"]
 

@@ -65,7 +65,8 @@ def test_ltr_flops():
 
 def test_electra_flops():
     """Generator (width 8 = 0.25 x 32) and discriminator share embeddings of width 24 (both project)."""
-    from bertkit.model.electra import ElectraConfig, generator_config
+    from bertkit.model.electra.config import generator_config
+    from bertkit.model.electra import ElectraConfig
 
     disc = {**SIZES, "embedding_size": 24}
     gen = generator_config(ElectraConfig(**disc), 0.25).to_dict()

@@ -142,7 +142,7 @@ def test_tagging_soft_loss_by_hand(teachers, tiny_model_dir):
                                               temperature=temperature, alpha_soft=0.7, alpha_hard=0.4)
     with torch.no_grad():
         batch, total, loss, stats = loss_and_soft(program, model, n)
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"])
+        out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
     assert batch["teacher_logits"].shape == (*batch["input_ids"].shape, labels_k)
     labels, student = batch["labels"].numpy(), out.logits.numpy()
     rows_s, rows_t = [], []
@@ -174,7 +174,7 @@ def test_qa_soft_loss_by_hand(temperature, teachers, tiny_model_dir):
     program, model, _, _ = program_for(teachers, tiny_model_dir, "qa", teacher, n, temperature=temperature)
     batch, total, loss, stats = loss_and_soft(program, model, n)
     with torch.no_grad():
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+        out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
                     start_positions=batch["start_positions"], end_positions=batch["end_positions"])
     start, end = out.start_logits.numpy(), out.end_logits.numpy()
     padding = batch["attention_mask"] == 0
@@ -205,7 +205,7 @@ def test_multiple_choice_soft_loss_by_hand(teachers, tiny_model_dir):
                                               alpha_soft=2.0, alpha_hard=0.0)
     with torch.no_grad():
         batch, total, loss, stats = loss_and_soft(program, model, n)
-        out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=batch["labels"])
+        out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
     assert batch["teacher_logits"].shape == (n, choices)
     soft = kl_rows(out.logits.numpy(), np.stack(teacher), temperature)
     assert stats["soft_loss_sum"] == pytest.approx(soft, rel=1e-5)
@@ -358,7 +358,7 @@ def test_multiple_choice_end_to_end(teachers, tmp_path, capsys):
 @pytest.mark.parametrize("case", ["ner_from_sequence_head", "ner_from_backbone", "ner_other_labels",
                                   "squad_from_token_head", "choice_from_qa_head"])
 def test_wrong_teacher(case, teachers, tiny_model_dir, tmp_path, capsys):
-    from bertkit.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+    from bertkit.model.bert import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
     teacher = tmp_path / "teacher"
     task, data, expected = {

@@ -49,7 +49,7 @@ def test_task_distillation_two_steps(teacher, fixtures, tmp_path, capsys):
         assert (best / name).is_file(), name
     config = json.loads((best / "config.json").read_text())
     assert config["num_hidden_layers"] == 1 and config["architectures"] == ["BertForSequenceClassification"]
-    assert config["id2label"] == {"0": "0", "1": "1"}
+    assert config["id2label"] == {"0": "not_equivalent", "1": "equivalent"}
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if "soft_loss" in r] == [1, 2]
     report = (out / "report.md").read_text()
@@ -63,7 +63,7 @@ def test_task_distillation_two_steps(teacher, fixtures, tmp_path, capsys):
     ours = load_finetuned(best, device="cpu").model
     theirs = transformers.BertForSequenceClassification.from_pretrained(best).eval()
     with torch.no_grad():
-        torch.testing.assert_close(ours(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]).logits,
+        torch.testing.assert_close(ours(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"]).logits,
                                    theirs(**inputs).logits, atol=1e-5, rtol=1e-5)
 
     assert main(["evaluate", "glue", "--model", str(best), "--data", str(mrpc), "--no-progress"]) == 0
@@ -71,7 +71,7 @@ def test_task_distillation_two_steps(teacher, fixtures, tmp_path, capsys):
     assert result["f1"] == pytest.approx(json.loads((best / "best_metrics.json").read_text())["eval_f1"], abs=1e-9)
     assert main(["predict", "--model", str(best), "The cat sat.", "A cat was sitting."]) == 0
     (line,) = stdout_jsonl(capsys.readouterr().out)
-    assert line["label"] in ("0", "1")
+    assert line["label"] in ("not_equivalent", "equivalent")  # GLUE names
 
 
 def test_task_loss_is_soft_targets_plus_labels(tiny_model_dir):
@@ -94,7 +94,7 @@ def test_task_loss_is_soft_targets_plus_labels(tiny_model_dir):
     assert batch["teacher_logits"].shape == (3, 2) and batch["input_ids"].shape == (3, 16)
     with torch.no_grad():
         loss, stats = program.compute_loss(model, batch, {"task": 6.0})  # this micro-batch: half the global batch
-        logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).logits
+        logits = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]).logits
     labels = batch["labels"]
     ce_sum = F.cross_entropy(logits, labels, reduction="sum").item()
     kl_sum = 0.0
@@ -163,7 +163,7 @@ def test_task_distillation_from_other_model_families(family, tiny_model_dir, fix
     ours = load_finetuned(best, device="cpu").model
     theirs = getattr(transformers, head).from_pretrained(best).eval()
     with torch.no_grad():
-        torch.testing.assert_close(ours(ids, torch.zeros_like(ids), mask).logits,
+        torch.testing.assert_close(ours(ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids)).logits,
                                    theirs(input_ids=ids, attention_mask=mask).logits, atol=1e-5, rtol=1e-5)
 
 

@@ -14,7 +14,8 @@ import torch
 import transformers
 
 from bertkit.cli import main
-from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from bertkit.tokenization import Tokenizer
 
 from conftest import stdout_jsonl

@@ -78,7 +78,7 @@ def test_each_choice_trains_two_steps_with_a_finite_loss(features, encoder_dir, 
 def test_cached_features_are_embeds_layer_choices(features, encoder_dir, fixtures, tmp_path):
     from bertkit import embed
     from bertkit.finetuning import prepare
-    from bertkit.tasks.feature_tagger import ScalarMix
+    from bertkit import ScalarMix
 
     prepared = prepare(config_for(encoder_dir, fixtures / "conll2003", tmp_path / "run", features,
                                   feature_cache_dtype="float32", max_seq_length=64))
@@ -90,9 +90,9 @@ def test_cached_features_are_embeds_layer_choices(features, encoder_dir, fixture
     for feature, text, reference in zip(whole, texts, expected):
         assert feature["input_ids"].tolist() == prepared.tokenizer([text])["input_ids"][0]
         hidden = torch.from_numpy(np.asarray(feature["hidden"]))  # (T, D) or (T, L+1, H)
-        if features == "weighted_sum":
+        if features in ("weighted_sum", "scalar_mix"):
             assert hidden.shape[1:] == (5, 32)
-            hidden = ScalarMix(5)(hidden[None])[0]  # at the start: uniform weights = embed's default
+            hidden = ScalarMix(5)(hidden[None], layer_dim=2)[0]  # at the start: uniform weights = embed's default
         assert hidden.shape == reference.shape
         torch.testing.assert_close(hidden, torch.from_numpy(reference), atol=1e-5, rtol=1e-5)
     assert prepared.feature_cache.nbytes == sum(np.asarray(f["hidden"]).nbytes for f in windows)

@@ -58,7 +58,7 @@ def assert_hf_logits_equal(best: Path, hf_class, inputs: dict) -> None:
     ours = load_finetuned(best, device="cpu").model
     theirs = hf_class.from_pretrained(best).eval()
     with torch.no_grad():
-        mine = ours(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]).logits
+        mine = ours(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"]).logits
         reference = theirs(**inputs).logits
     assert mine.shape == reference.shape
     if mine.dim() == 3:  # per-token logits: padding positions are zero on bertkit's unpadded path
@@ -73,7 +73,8 @@ def test_glue_mrpc(tiny_model_dir, fixtures, tmp_path, capsys):
                     "--train", str(mrpc / "dev.tsv"), "--output-dir", str(tmp_path / "mrpc"), "--epochs", "2", *STEPS)
     summary = check_run(best, "f1", classification=True)
     config = json.loads((best / "config.json").read_text())
-    assert config["id2label"] == {"0": "0", "1": "1"} and config["label2id"] == {"0": 0, "1": 1}
+    assert config["id2label"] == {"0": "not_equivalent", "1": "equivalent"}  # GLUE names, not the file's 0/1
+    assert config["label2id"] == {"not_equivalent": 0, "equivalent": 1}
     assert config["architectures"] == ["BertForSequenceClassification"]
     # epoch 2 = step 4 (marked **best** when it is): evaluated every epoch
     assert re.search(r"\| 2( \*\*best\*\*)? \| 4 \|", (tmp_path / "mrpc" / "report.md").read_text())
@@ -90,7 +91,7 @@ def test_glue_mrpc(tiny_model_dir, fixtures, tmp_path, capsys):
     assert main(["predict", "--model", str(best), "The cat sat.", "A cat was sitting."]) == 0
     (line,) = stdout_jsonl(capsys.readouterr().out)
     assert line["text"] == "The cat sat." and line["pair"] == "A cat was sitting."
-    assert line["label"] in ("0", "1") and line["score"] == pytest.approx(max(line["scores"].values()))
+    assert line["label"] in ("not_equivalent", "equivalent") and line["score"] == pytest.approx(max(line["scores"].values()))
     assert sum(line["scores"].values()) == pytest.approx(1.0)
 
 
@@ -236,7 +237,7 @@ def test_squad(version, tiny_model_dir, fixtures, tmp_path, capsys):
         ["When did it open?", "Who?"], ["The railway opened in 1887.", "Ann Lee ran."], padding=True,
         return_tensors="pt"))
     with torch.no_grad():
-        mine, reference = ours(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"]), theirs(**inputs)
+        mine, reference = ours(input_ids=inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"]), theirs(**inputs)
     real = inputs["attention_mask"].bool()  # bertkit scores padding as impossible answers (finfo.min)
     torch.testing.assert_close(mine.start_logits[real], reference.start_logits[real], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(mine.end_logits[real], reference.end_logits[real], atol=1e-4, rtol=1e-4)

@@ -27,7 +27,7 @@ STEPS = ["--batch-size", "8", "--max-seq-length", "48", "--seed", "3", "--lr", "
 def xlnet_dir(tmp_path_factory) -> Path:
     """A 2-layer XLNetLMHeadModel (as pre-training saves it) + a Unigram tokenizer trained on the fixtures."""
     from bertkit import XLNetLMHeadModel
-    from bertkit.model.xlnet_config import XLNetConfig
+    from bertkit.model.xlnet.config import XLNetConfig
     from bertkit.tokenization import Tokenizer
     from bertkit.tokenization.train import TrainOptions, train_tokenizer
 
@@ -81,7 +81,7 @@ def test_glue_mrpc_and_predict(xlnet_dir, tmp_path, capsys):
     assert_transformers_agrees(best, transformers.XLNetForSequenceClassification, dict(enc))
     assert main(["predict", "--model", str(best), "The cat sat.", "A cat was sitting."]) == 0
     (line,) = stdout_jsonl(capsys.readouterr().out)
-    assert line["label"] in ("0", "1") and sum(line["scores"].values()) == pytest.approx(1.0)
+    assert line["label"] in ("not_equivalent", "equivalent") and sum(line["scores"].values()) == pytest.approx(1.0)
 
 
 def test_ner(xlnet_dir, tmp_path, capsys):

@@ -33,7 +33,7 @@ def classifier_dir(tmp_path_factory, minilm_dir):
 def _reference_probs(loaded: LoadedModel) -> np.ndarray:
     batch = loaded.tokenizer(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
-        logits = loaded.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).logits
+        logits = loaded.model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]).logits
     return logits.softmax(-1).numpy()
 
 

@@ -38,7 +38,7 @@ def test_bertkit_checkpoint_loads_in_transformers(tmp_path, tiny_config):
     ref = transformers.BertForPreTraining.from_pretrained(tmp_path).eval()
     ids, types, mask = _inputs()
     with torch.no_grad():
-        a = ours(ids, types, mask)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
     torch.testing.assert_close(_real(a.prediction_logits, mask), _real(b.prediction_logits, mask), atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(a.seq_relationship_logits, b.seq_relationship_logits, atol=1e-6, rtol=1e-6)
@@ -57,7 +57,7 @@ def test_transformers_checkpoint_loads_in_bertkit(tmp_path, tiny_config):
     assert info == {"missing_keys": [], "unexpected_keys": []}
     ids, types, mask = _inputs()
     with torch.no_grad():
-        a, b = ours(ids, types, mask), ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        a, b = ours(input_ids=ids, token_type_ids=types, attention_mask=mask), ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
     torch.testing.assert_close(_real(a.prediction_logits, mask), _real(b.prediction_logits, mask), atol=1e-6, rtol=1e-6)
     # the bare backbone loads from the same checkpoint, heads reported as unexpected
     backbone = BertModel.from_pretrained(tmp_path)
@@ -73,7 +73,7 @@ def test_pytorch_bin_is_read_with_weights_only(tmp_path, tiny_config):
     ours = BertModel.from_pretrained(tmp_path)
     ids, types, mask = _inputs()
     with torch.no_grad():
-        torch.testing.assert_close(ours(ids, types, mask).pooler_output,
+        torch.testing.assert_close(ours(input_ids=ids, token_type_ids=types, attention_mask=mask).pooler_output,
                                    ref(input_ids=ids, attention_mask=mask).pooler_output, atol=1e-6, rtol=1e-6)
 
 

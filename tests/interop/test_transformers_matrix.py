@@ -28,8 +28,8 @@ PRESETS = {"tiny": {}, "mini": {}, "base": {"num_hidden_layers": 1}}
 # Classes saved by pre-training objectives besides the registry's backbone, MLM and task heads.
 EXTRA_CLASSES = {
     "bert": ("bertkit.objectives.ltr:BertLMHeadModel", "bertkit.objectives.spanbert:SpanBertForPreTraining"),
-    "electra": ("bertkit.model.electra:ElectraForPreTraining",),
-    "albert": ("bertkit.model.albert:AlbertForPreTraining",),
+    "electra": ("bertkit.model.electra.modeling:ElectraForPreTraining",),
+    "albert": ("bertkit.model.albert.modeling:AlbertForPreTraining",),
 }
 # bertkit classes transformers lacks under that name: the transformers class that runs them
 HF_CLASS_FOR = {"SpanBertForPreTraining": "BertForMaskedLM"}
@@ -86,9 +86,9 @@ def _batch(pad_id: int, choices: int | None):
 
 def _bertkit_outputs(model, name: str, ids, types, mask) -> dict[str, torch.Tensor]:
     if name == "SpanBertForPreTraining":  # needs span labels: compare its MLM head's vocabulary logits
-        hidden = model.bert(ids, types, mask).last_hidden_state
+        hidden = model.bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
         return {"logits": model.cls.predictions(hidden, model.bert.embeddings.word_embeddings.weight)}
-    out = model(ids, types, mask)
+    out = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
     return {key: getattr(out, key) for key in OUTPUT_NAMES if getattr(out, key, None) is not None}
 
 
@@ -163,7 +163,7 @@ def test_transformers_roberta_prelayernorm_checkpoint_loads_as_pre_ln_roberta(tm
                                                    max_position_embeddings=40, type_vocab_size=1)
     _perturbed(getattr(transformers, hf_name)(config), seed=2).save_pretrained(tmp_path)
     assert load_config(tmp_path).pre_layer_norm
-    ours_class = _resolve(f"bertkit.model.roberta:{ours_name}")
+    ours_class = _resolve(f"bertkit.model.roberta.modeling:{ours_name}")
     ours, info = ours_class.from_pretrained(tmp_path, output_loading_info=True)
     assert info == {"missing_keys": [], "unexpected_keys": []}
     ids, _, mask = _batch(config.pad_token_id, None)

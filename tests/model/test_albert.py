@@ -10,7 +10,7 @@ import torch
 import transformers
 
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model.albert import (
+from bertkit.model.albert.modeling import (
     AlbertConfig,
     AlbertForPreTraining,
     AlbertForSequenceClassification,
@@ -50,7 +50,7 @@ def test_transformers_checkpoint_loads_with_equal_outputs(tmp_path, groups, inne
     ids, types, mask = batch()
     with torch.no_grad():
         theirs = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
-        mine = ours(ids, types, mask, output_hidden_states=True)
+        mine = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, output_hidden_states=True)
     real = mask.bool()  # padding positions are zeros on bertkit's unpadded path
     close(mine.prediction_logits[real], theirs.prediction_logits[real])
     close(mine.sop_logits, theirs.sop_logits)
@@ -60,7 +60,7 @@ def test_transformers_checkpoint_loads_with_equal_outputs(tmp_path, groups, inne
     # the bare encoder from the same checkpoint (prefix stripped), pooler included
     bare = AlbertModel.from_pretrained(tmp_path)
     with torch.no_grad():
-        out = bare(ids, types, mask)
+        out = bare(input_ids=ids, token_type_ids=types, attention_mask=mask)
         hf = ref.albert(input_ids=ids, token_type_ids=types, attention_mask=mask)
     close(out.last_hidden_state[real], hf.last_hidden_state[real])
     close(out.pooler_output, hf.pooler_output)
@@ -82,8 +82,8 @@ def test_bertkit_checkpoint_loads_in_transformers(tmp_path, share):
     order = torch.tensor([0, 1, 1])
     with torch.no_grad():
         ref = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, sentence_order_label=order)
-        full = ours(ids, types, mask)
-        sparse = ours(ids, types, mask, labels=labels, sentence_order_label=order)
+        full = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        sparse = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, sentence_order_label=order)
     real = mask.bool()  # padding positions are zeros on bertkit's unpadded path
     close(full.prediction_logits[real], ref.prediction_logits[real])
     close(full.sop_logits, ref.sop_logits)
@@ -106,7 +106,7 @@ HEADS = {  # bertkit class name -> (transformers class, outputs compared, config
 
 @pytest.mark.parametrize("name", list(HEADS))
 def test_task_heads_match_transformers_both_ways(tmp_path, name):
-    import bertkit.model.albert as albert
+    import bertkit.model.albert.modeling as albert
 
     hf_cls, fields, values = HEADS[name]
     ref = reference(hf_cls, **values)
@@ -121,7 +121,7 @@ def test_task_heads_match_transformers_both_ways(tmp_path, name):
     ours.save_pretrained(tmp_path / "ours")
     back = hf_cls.from_pretrained(tmp_path / "ours").eval()
     with torch.no_grad():
-        mine = ours(ids, types, mask)
+        mine = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
         for model in (ref, back):
             theirs = model(input_ids=ids, token_type_ids=types, attention_mask=mask)
             for field in fields:  # per token: compare the real tokens (QA gives padding the lowest score,
@@ -142,7 +142,7 @@ def test_masked_lm_matches_transformers_both_ways(tmp_path):
     ours.save_pretrained(tmp_path / "ours")
     back = transformers.AlbertForMaskedLM.from_pretrained(tmp_path / "ours").eval()
     with torch.no_grad():
-        full, sparse = ours(ids, types, mask), ours(ids, types, mask, labels=labels)
+        full, sparse = ours(input_ids=ids, token_type_ids=types, attention_mask=mask), ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
         for model in (ref, back):
             theirs = model(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
             real = mask.bool()  # padding positions are zeros on bertkit's unpadded path
@@ -158,7 +158,7 @@ def test_sequence_classification_loss_matches_transformers(tmp_path):
     ids, types, mask = batch(5)
     labels = torch.tensor([0, 2, 1])
     with torch.no_grad():
-        close(ours(ids, types, mask, labels=labels).loss,
+        close(ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels).loss,
               ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels).loss)
 
 
@@ -186,7 +186,7 @@ def test_partial_sharing_is_one_tensor_whose_gradient_sums_the_layers(share, par
     assert len({id(layer.get_parameter(other)) for layer in layers}) == 3  # the rest stays per layer
     ids, types, mask = batch(4)
     for model in (shared, unshared):
-        model(ids, types, mask).last_hidden_state.pow(2).sum().backward()
+        model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state.pow(2).sum().backward()
     for part in parts:
         per_layer = [g.albert_layers[0].get_parameter(part).grad for g in unshared.encoder.albert_layer_groups]
         close(layers[0].get_parameter(part).grad, sum(per_layer))
@@ -258,7 +258,7 @@ def test_family_registry_resolves_albert_checkpoints(tmp_path):
     config = load_config(tmp_path)
     assert type(config) is AlbertConfig and config.sharing == "ffn"
     assert task_model_class(config, "classification") is AlbertForSequenceClassification
-    import bertkit.model.albert as albert
+    import bertkit.model.albert.modeling as albert
 
     for task, name in [("tagging", "AlbertForTokenClassification"), ("qa", "AlbertForQuestionAnswering"),
                        ("multiple_choice", "AlbertForMultipleChoice")]:

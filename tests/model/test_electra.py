@@ -8,14 +8,14 @@ import torch
 import transformers
 
 from bertkit.errors import ConfigError
-from bertkit.model.electra import (
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra.modeling import (
     ElectraConfig,
     ElectraForMaskedLM,
     ElectraForMultipleChoice,
     ElectraForPreTraining,
     ElectraForSequenceClassification,
     ElectraModel,
-    generator_config,
 )
 
 B, T = 3, 10
@@ -61,7 +61,7 @@ def test_transformers_checkpoint_loads_here(tmp_path, ours_cls, hf_name, embeddi
     if ours_cls is ElectraForMaskedLM:  # real tokens only (padding states are zeros on bertkit's unpadded path)
         labels = torch.where(labels.bool() & mask.bool(), ids, torch.full_like(ids, -100))
     with torch.no_grad():
-        a = ours(ids, types, mask, labels=labels, output_hidden_states=True)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, output_hidden_states=True)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, output_hidden_states=True)
     real = mask.bool()
     if ours_cls is ElectraForPreTraining:
@@ -69,7 +69,7 @@ def test_transformers_checkpoint_loads_here(tmp_path, ours_cls, hf_name, embeddi
     else:  # with labels, only the labelled positions are projected onto the vocabulary
         _close(a.logits, b.logits[labels != -100])
         with torch.no_grad():
-            _close(ours(ids, types, mask).logits[real], b.logits[real])
+            _close(ours(input_ids=ids, token_type_ids=types, attention_mask=mask).logits[real], b.logits[real])
     _close(a.loss, b.loss)
     assert len(a.hidden_states) == len(b.hidden_states) == config.num_hidden_layers + 1
     _close(a.hidden_states[-1][real], b.hidden_states[-1][real])
@@ -92,7 +92,7 @@ def test_bertkit_checkpoint_loads_in_transformers(tmp_path, ours_cls, hf_name):
     assert not info["missing_keys"] and not info["unexpected_keys"]
     ids, types, mask = _inputs(1)
     with torch.no_grad():
-        a = ours(ids, types, mask)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask)
     real = mask.bool()
     if ours_cls is ElectraForSequenceClassification:
@@ -104,7 +104,7 @@ def test_bertkit_checkpoint_loads_in_transformers(tmp_path, ours_cls, hf_name):
     assert backbone.loading_info["missing_keys"] == []
     ref_backbone = transformers.ElectraModel.from_pretrained(tmp_path).eval()
     with torch.no_grad():
-        _close(backbone(ids, types, mask).last_hidden_state[real],
+        _close(backbone(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[real],
                ref_backbone(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[real])
 
 
@@ -117,7 +117,7 @@ def test_sequence_classification_losses_match_transformers(tmp_path):
     ids, types, mask = _inputs(2)
     labels = torch.tensor([0, 2, 1])
     with torch.no_grad():
-        a = ours(ids, types, mask, labels=labels)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
     _close(a.logits, b.logits)
     _close(a.loss, b.loss)
@@ -162,7 +162,7 @@ def test_generator_config_scales_width_heads_and_ffn():
 
 @pytest.mark.parametrize("name", ["ElectraForTokenClassification", "ElectraForQuestionAnswering"])
 def test_token_and_qa_heads_match_transformers_both_ways(tmp_path, name):
-    import bertkit.model.electra as electra
+    import bertkit.model.electra.modeling as electra
 
     config = _config(num_labels=2 if "Question" in name else 5)
     torch.manual_seed(6)
@@ -178,7 +178,7 @@ def test_token_and_qa_heads_match_transformers_both_ways(tmp_path, name):
     else:
         targets = {"start_positions": torch.tensor([1, 4, 0]), "end_positions": torch.tensor([3, 6, 0])}
     with torch.no_grad():
-        a = ours(ids, types, mask, **targets)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, **targets)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, **targets)
     _close(a.loss, b.loss)
     for field in (("logits",) if "Token" in name else ("start_logits", "end_logits")):
@@ -216,7 +216,7 @@ def test_multiple_choice_matches_transformers_both_ways(tmp_path, summary):
     ids, types, mask = _choices(4)
     labels = torch.tensor([0, 1, 1])
     with torch.no_grad():
-        a = ours(ids, types, mask, labels=labels)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
     assert a.logits.shape == (B, 2)
     _close(a.logits, b.logits)
@@ -233,7 +233,7 @@ def test_multiple_choice_matches_transformers_both_ways(tmp_path, summary):
     assert not info["missing_keys"] and not info["unexpected_keys"]
     ids, types, mask = _choices(5)
     with torch.no_grad():
-        a = mine(ids, types, mask, labels=labels)
+        a = mine(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
         b = back.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
     _close(a.logits, b.logits)
     _close(a.loss, b.loss)
@@ -249,6 +249,6 @@ def test_multiple_choice_from_a_discriminator_checkpoint_and_the_registry(tmp_pa
     assert sorted(model.loading_info["missing_keys"]) == [
         "classifier.bias", "classifier.weight", "sequence_summary.summary.bias", "sequence_summary.summary.weight"]
     ids, types, mask = _choices(6)
-    out = model.train()(ids, types, mask, labels=torch.tensor([1, 0, 1]))
+    out = model.train()(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=torch.tensor([1, 0, 1]))
     out.loss.backward()
     assert out.logits.shape == (B, 2) and model.sequence_summary.summary.weight.grad is not None

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.errors import BertkitError
 from bertkit.model.families import (
     MODEL_FAMILIES,
@@ -14,7 +14,7 @@ from bertkit.model.families import (
     load_config,
     task_model_class,
 )
-from bertkit.model.task_heads import BertForQuestionAnswering, BertForSequenceClassification
+from bertkit.model.bert.task_heads import BertForQuestionAnswering, BertForSequenceClassification
 
 
 def write_config(directory, values):

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import families
 from bertkit.model.bert import BertForPreTraining, BertModel, BertPreTrainedModel

@@ -26,7 +26,7 @@ def test_real_checkpoint_matches_transformers(minilm_dir):
     assert ours.loading_info == {"missing_keys": [], "unexpected_keys": []}
     ref = transformers.BertModel.from_pretrained(minilm_dir, attn_implementation="sdpa").eval()
     with torch.no_grad():
-        a = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], output_hidden_states=True)
+        a = ours(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
         b = ref(**batch, output_hidden_states=True)
     real = batch["attention_mask"].bool()
     assert len(a.hidden_states) == len(b.hidden_states) == 7
@@ -41,7 +41,7 @@ def test_attentions_match_transformers_eager(minilm_dir):
     ours = BertModel.from_pretrained(minilm_dir)
     ref = transformers.BertModel.from_pretrained(minilm_dir, attn_implementation="eager").eval()
     with torch.no_grad():
-        a = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], output_attentions=True)
+        a = ours(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
         b = ref(**batch, output_attentions=True)
     assert len(a.attentions) == 6 and a.attentions[0].shape == (3, 12, batch["input_ids"].shape[1], batch["input_ids"].shape[1])
     for mine, theirs in zip(a.attentions, b.attentions):
@@ -75,9 +75,9 @@ def test_pretraining_parity_with_copied_weights(tiny_config):
     labels[3, 15] = 99
     nsp = torch.tensor([0, 1, 1, 0])
     with torch.no_grad():
-        a = ours(ids, types, mask, labels=labels, next_sentence_label=nsp)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
-        full = ours(ids, types, mask)
+        full = ours(input_ids=ids, token_type_ids=types, attention_mask=mask)
     torch.testing.assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(a.seq_relationship_logits, b.seq_relationship_logits, atol=1e-5, rtol=1e-5)
     # sparse logits = reference logits at the labelled positions

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit.config import BertConfig
-from bertkit.model import BertForPreTraining
+from bertkit.model.bert.config import BertConfig
+from bertkit.model.bert import BertForPreTraining
 from bertkit.model.query_rows import QueryRows
 
 
@@ -34,7 +34,7 @@ def batch():
 
 def full_last_layer_loss(model, ids, mask, labels, nsp):
     """The reference: every position through the last layer, then the heads."""
-    out = model.bert(ids, None, mask)
+    out = model.bert(ids, attention_mask=mask)
     where = (labels != -100).nonzero()
     mlm, logits = model.cls.predictions.loss_and_logits(
         out.last_hidden_state[where[:, 0], where[:, 1]], model.bert.embeddings.word_embeddings.weight,
@@ -48,7 +48,7 @@ def test_sparse_last_layer_equals_the_full_one(pre_layer_norm, unpad):
     model = tiny(pre_layer_norm)
     model.bert.unpad = unpad
     ids, mask, labels, nsp = batch()
-    out = model(ids, None, mask, labels=labels, next_sentence_label=nsp)
+    out = model(ids, attention_mask=mask, labels=labels, next_sentence_label=nsp)
     reference = copy.deepcopy(model)
     loss, logits = full_last_layer_loss(reference, ids, mask, labels, nsp)
     assert torch.allclose(out.loss, loss, atol=1e-6)
@@ -63,8 +63,8 @@ def test_last_hidden_state_is_zero_where_not_read_and_pooler_matches():
     model = tiny(False).eval()
     ids, mask, labels, _ = batch()
     read = labels != -100
-    sparse = model.bert(ids, None, mask, read_positions=read)
-    full = model.bert(ids, None, mask)
+    sparse = model.bert(ids, attention_mask=mask, read_positions=read)
+    full = model.bert(ids, attention_mask=mask)
     read[:, 0] = True
     assert torch.allclose(sparse.last_hidden_state[read], full.last_hidden_state[read], atol=1e-6)
     assert sparse.last_hidden_state[~read].abs().max() == 0
@@ -74,8 +74,8 @@ def test_last_hidden_state_is_zero_where_not_read_and_pooler_matches():
 def test_hidden_states_or_attentions_requested_run_every_position():
     model = tiny(False).eval()
     ids, mask, labels, _ = batch()
-    out = model.bert(ids, None, mask, output_hidden_states=True, read_positions=labels != -100)
-    assert torch.allclose(out.last_hidden_state, model.bert(ids, None, mask).last_hidden_state, atol=1e-6)
+    out = model.bert(ids, attention_mask=mask, output_hidden_states=True, read_positions=labels != -100)
+    assert torch.allclose(out.last_hidden_state, model.bert(ids, attention_mask=mask).last_hidden_state, atol=1e-6)
     assert len(out.hidden_states) == 3
 
 
@@ -92,7 +92,7 @@ def test_query_rows_layout_on_a_hand_made_mask():
 
 @pytest.mark.parametrize("unpad", [False, True])
 def test_sequence_classification_runs_the_last_layer_at_cls_only(unpad):
-    from bertkit.model.task_heads import BertForSequenceClassification
+    from bertkit.model.bert.task_heads import BertForSequenceClassification
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -101,8 +101,8 @@ def test_sequence_classification_runs_the_last_layer_at_cls_only(unpad):
     model.bert.unpad = unpad
     ids, mask, _, _ = batch()
     labels = torch.tensor([0, 1, 1, 0])
-    out = model(ids, None, mask, labels=labels)
-    full = model.bert(ids, None, mask)  # every position through the last layer
+    out = model(ids, attention_mask=mask, labels=labels)
+    full = model.bert(ids, attention_mask=mask)  # every position through the last layer
     logits = model.classifier(model.dropout(full.pooler_output))
     assert torch.allclose(out.logits, logits, atol=1e-6)
     ours = torch.autograd.grad(out.loss, list(model.parameters()))

@@ -7,7 +7,7 @@ import torch
 import transformers
 
 from bertkit.errors import ConfigError
-from bertkit.model.roberta import (
+from bertkit.model.roberta.modeling import (
     RobertaConfig,
     RobertaForMaskedLM,
     RobertaForSequenceClassification,
@@ -152,7 +152,7 @@ def test_positions_past_the_table_are_refused():
 @pytest.mark.parametrize("name", ["RobertaForTokenClassification", "RobertaForQuestionAnswering",
                                   "RobertaForMultipleChoice"])
 def test_task_heads_parity_with_transformers(tmp_path, name):
-    import bertkit.model.roberta as roberta
+    import bertkit.model.roberta.modeling as roberta
 
     config = _config(num_labels=2 if name != "RobertaForTokenClassification" else 5)
     torch.manual_seed(4)

@@ -142,7 +142,7 @@ def test_sequence_classification_loss_rules(tmp_path, tiny_config, num_labels, p
     ours = BertForSequenceClassification.from_pretrained(tmp_path)
     ids, types, mask = _ids(B, T)
     with torch.no_grad():
-        a = ours(ids, types, mask, labels=labels)
+        a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
         b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels)
     _assert_same(a, b)
     assert ours.config.problem_type == problem_type  # the forward pass does not rewrite the config

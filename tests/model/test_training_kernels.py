@@ -142,7 +142,7 @@ def test_training_step_gradients_match_transformers(tiny_config, explicit_attent
     labels = torch.where(torch.rand(ids.shape, generator=gen) < 0.3, ids, torch.full_like(ids, -100))
     labels[1, 14:] = -100
     nsp = torch.tensor([0, 1, 0])
-    a = ours(ids, types, mask, labels=labels, next_sentence_label=nsp, output_attentions=explicit_attention)
+    a = ours(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp, output_attentions=explicit_attention)
     b = ref(input_ids=ids, token_type_ids=types, attention_mask=mask, labels=labels, next_sentence_label=nsp)
     torch.testing.assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
     a.loss.backward()

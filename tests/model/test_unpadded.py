@@ -18,7 +18,7 @@ from bertkit import (
     BertForTokenClassification,
     BertModel,
 )
-from bertkit.model.bert import set_unpad
+from bertkit.model.bert.modeling import set_unpad
 from bertkit.model.unpad import UNPAD_MIN_PADDING, Unpadding, plan_unpadding
 
 B, T = 4, 12
@@ -59,7 +59,7 @@ def test_hidden_states_and_pooler_equal_the_padded_path(tiny_config, pre_layer_n
     model = BertModel(_config(tiny_config, pre_layer_norm)).eval()
     ids, types, mask = _batch(LENGTHS[padding])
     with torch.no_grad():
-        padded, unpadded = _both(model, ids, types, mask, output_hidden_states=True)
+        padded, unpadded = _both(model, ids, attention_mask=mask, token_type_ids=types, output_hidden_states=True)
     assert len(unpadded.hidden_states) == 3
     for a, b in zip(padded.hidden_states, unpadded.hidden_states, strict=True):
         assert b.shape == (B, T, 32)
@@ -148,7 +148,7 @@ def test_real_checkpoint_matches_transformers_on_a_padded_pair_batch(minilm_dir)
     ours = set_unpad(BertModel.from_pretrained(minilm_dir), True)
     ref = transformers.BertModel.from_pretrained(minilm_dir, attn_implementation="sdpa").eval()
     with torch.no_grad():
-        a = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], output_hidden_states=True)
+        a = ours(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True)
         b = ref(**batch, output_hidden_states=True)
     assert len(a.hidden_states) == len(b.hidden_states) == 7
     for mine, theirs in zip(a.hidden_states, b.hidden_states):
@@ -172,12 +172,12 @@ def test_automatic_choice_by_padding_fraction(tiny_config):
     model = BertModel(tiny_config).eval()
     ids, types, mask = _batch(LENGTHS["heavy"])
     with torch.no_grad():
-        auto = model(ids, types, mask).last_hidden_state
-        forced = model(ids, types, mask, unpad=False).last_hidden_state
+        auto = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+        forced = model(input_ids=ids, token_type_ids=types, attention_mask=mask, unpad=False).last_hidden_state
     assert auto[mask == 0].abs().max() == 0 and forced[mask == 0].abs().max() > 0
     # output_attentions falls back to the padded path
     with torch.no_grad():
-        out = model(ids, types, mask, output_attentions=True, unpad=True)
+        out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True, unpad=True)
     assert len(out.attentions) == 2 and out.last_hidden_state[mask == 0].abs().max() > 0
 
 
@@ -206,12 +206,12 @@ def test_dropout_applies_to_real_tokens_in_training(tiny_config):
     model = set_unpad(BertModel(_config(tiny_config, False, dropout=0.1)), True).train()
     ids, types, mask = _batch(LENGTHS["heavy"])
     torch.manual_seed(5)
-    first = model(ids, types, mask).last_hidden_state
-    second = model(ids, types, mask).last_hidden_state
+    first = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+    second = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
     torch.manual_seed(5)
-    again = model(ids, types, mask).last_hidden_state
+    again = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
     with torch.no_grad():
-        plain = model.eval()(ids, types, mask).last_hidden_state
+        plain = model.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
     real = mask.bool()
     assert not torch.allclose(first[real], second[real]) and not torch.allclose(first[real], plain[real])
     torch.testing.assert_close(first, again, rtol=0, atol=0)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertkit.model.albert import AlbertConfig, AlbertForSequenceClassification, AlbertModel
-from bertkit.model.bert import set_unpad
+from bertkit.model.bert.modeling import set_unpad
 from bertkit.model.electra import ElectraConfig, ElectraForPreTraining, ElectraForSequenceClassification, ElectraModel
 
 B, T, V = 4, 12, 99
@@ -145,16 +145,16 @@ def test_automatic_choice_set_unpad_and_the_attentions_fallback(name):
     ids, types, mask = _batch(LENGTHS["heavy"])
     padding = mask == 0
     with torch.no_grad():
-        auto = model(ids, types, mask).last_hidden_state
-        forced = model(ids, types, mask, unpad=False).last_hidden_state
+        auto = model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+        forced = model(input_ids=ids, token_type_ids=types, attention_mask=mask, unpad=False).last_hidden_state
         assert auto[padding].abs().max() == 0 and forced[padding].abs().max() > 0
         _close(auto[~padding], forced[~padding])
         assert set_unpad(model, False) is model and model.unpad is False
-        assert model(ids, types, mask).last_hidden_state[padding].abs().max() > 0
+        assert model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state[padding].abs().max() > 0
         set_unpad(model, True)
-        assert model(ids, types, mask, unpad=False).last_hidden_state[padding].abs().max() > 0  # the call wins
+        assert model(input_ids=ids, token_type_ids=types, attention_mask=mask, unpad=False).last_hidden_state[padding].abs().max() > 0  # the call wins
         # output_attentions falls back to the padded path (hidden states too, then)
-        out = model(ids, types, mask, output_attentions=True, output_hidden_states=True)
+        out = model(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True, output_hidden_states=True)
     heads = model.config.num_attention_heads
     assert len(out.attentions) == model.config.num_hidden_layers and out.attentions[0].shape == (B, heads, T, T)
     assert out.last_hidden_state[padding].abs().max() > 0

@@ -18,7 +18,7 @@ import transformers
 
 import bertkit
 from bertkit.model.families import family_of, load_config, model_inputs
-from bertkit.model.xlnet import (
+from bertkit.model.xlnet.modeling import (
     XLNetForMultipleChoice,
     XLNetForQuestionAnsweringSimple,
     XLNetForSequenceClassification,
@@ -26,7 +26,7 @@ from bertkit.model.xlnet import (
     XLNetLMHeadModel,
     XLNetModel,
 )
-from bertkit.model.xlnet_config import XLNetConfig
+from bertkit.model.xlnet.config import XLNetConfig
 
 TOLERANCE = 1e-5
 VOCAB, PAD = 60, 5
@@ -370,7 +370,7 @@ def test_right_padding_gives_transformers_left_padded_result(tmp_path, cls):
 
 
 def test_unpadded_path_equals_the_padded_one_with_zeros_at_padding():
-    from bertkit.model.bert import set_unpad
+    from bertkit.model.bert.modeling import set_unpad
 
     torch.manual_seed(0)
     config = XLNetConfig.from_preset("tiny", vocab_size=VOCAB, mem_len=None, dropout=0.0)
@@ -403,7 +403,7 @@ def test_unpadded_path_equals_the_padded_one_with_zeros_at_padding():
 def test_sequence_heads_run_the_last_layer_at_cls_only(unpad):
     """The sequence heads pass `read_positions` (<cls>, the last real token): same logits as the
     full last layer (forced by output_hidden_states), states elsewhere zero."""
-    from bertkit.model.bert import set_unpad
+    from bertkit.model.bert.modeling import set_unpad
 
     torch.manual_seed(0)
     model = set_unpad(_perturb(XLNetForSequenceClassification(XLNetConfig.from_preset("tiny", vocab_size=VOCAB)), 3),

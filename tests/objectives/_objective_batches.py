@@ -32,9 +32,15 @@ CASES = {
     "albert": ("albert", "sop", "dynamic", {}),
     "xlnet": ("xlnet", "xlnet", "dynamic", {}),
     "t5": ("t5", "packed", "dynamic", {}),
+    "clm": ("clm", "packed", "dynamic", {}),
+    "bilm": ("bilm", "packed", "dynamic", {"softmax_words": "100"}),
+    "bart": ("bart", "packed", "dynamic", {}),
 }
 # cases whose model family needs its own tokenizer and preset: case -> (tokenizer train flags, preset)
-CASE_MODELS = {"t5": (["--algorithm", "unigram", "--vocab-size", "500", "--sentinels", "100"], "t5-tiny")}
+CASE_MODELS = {"t5": (["--algorithm", "unigram", "--vocab-size", "500", "--sentinels", "100"], "t5-tiny"),
+               "clm": (["--algorithm", "bbpe", "--layout", "gpt2", "--vocab-size", "500"], "gpt-tiny"),
+               "bilm": (None, "elmo-tiny"),
+               "bart": (["--algorithm", "bbpe", "--vocab-size", "600", "--layout", "bart"], "bart-tiny")}
 TRAIN_DRAWS = [(42, 0), (42, 1), (7, 0)]  # (seed, epoch) of the recorded training batches
 TRAIN_INDICES = [0, 3, 8, 13]
 EVAL_INDICES = [0, 1, 2, 3]

@@ -13,7 +13,8 @@ from _successor_data import build_data
 from safetensors.torch import load_file
 
 from bertkit.cli import main
-from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from bertkit.objectives.electra import ElectraPretrainingModel, replace_tokens, sample_tokens
 
 TINY = ["--set", "model.hidden_size=32", "--set", "model.num_hidden_layers=2", "--set", "model.num_attention_heads=2",
@@ -166,7 +167,7 @@ def test_pretrain_electra_end_to_end_loads_in_transformers(data_dir, tmp_path):
         assert not info["missing_keys"] and not info["unexpected_keys"]
         ours = ours_cls.from_pretrained(folder)
         with torch.no_grad():
-            torch.testing.assert_close(ours(*inputs.values()).logits[real], ref.eval()(**inputs).logits[real],
+            torch.testing.assert_close(ours(**inputs).logits[real], ref.eval()(**inputs).logits[real],
                                        atol=1e-5, rtol=1e-5)
     report = (out / "report.md").read_text()
     assert "electra" in report
@@ -227,7 +228,7 @@ def test_loss_is_generator_mlm_plus_weighted_discriminator_bce():
         out = model(ids, types, mask, labels, torch.Generator().manual_seed(3))
     masked, real = int((labels != -100).sum()), int(mask.sum())
     loss, stats = electra_loss(out, labels, masked, real, 50.0)
-    gen_logits = model.generator.mlm_logits(model.generator.electra(ids, types, mask).last_hidden_state)
+    gen_logits = model.generator.mlm_logits(model.generator.electra(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state)
     mlm = torch.nn.functional.cross_entropy(gen_logits[labels != -100], labels[labels != -100])
     active = mask.bool()
     disc = torch.nn.functional.binary_cross_entropy_with_logits(out.disc_logits[active], out.disc_labels[active].float())

@@ -12,7 +12,7 @@ import torch
 import transformers
 from _successor_data import build_data, check_finetunes_as_bert, pretrain
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.objectives.ltr import BertLMHeadModel, causal_attention_mask, next_token_labels
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import transformers
 from _successor_data import build_data, check_finetunes_as_bert, pretrain
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng
@@ -50,7 +50,7 @@ def test_sbo_predicts_span_tokens_from_their_boundaries():
     labels[1, 1:3] = torch.tensor([21, 22])
     with torch.no_grad():
         out = model(ids, torch.zeros_like(ids), mask, labels=labels)
-        hidden = model.bert(ids, None, mask).last_hidden_state
+        hidden = model.bert(ids, attention_mask=mask).last_hidden_state
         spans = [(0, 2, 1, 5, 0, 12), (0, 3, 1, 5, 1, 13), (0, 4, 1, 5, 2, 14), (0, 6, 5, 7, 0, 16),
                  (1, 1, 0, 3, 0, 21), (1, 2, 0, 3, 1, 22)]
         rows = torch.tensor([s[0] for s in spans])

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from bertkit.cli import main
 from bertkit.model.xlnet import XLNetLMHeadModel
-from bertkit.model.xlnet_config import XLNetConfig
+from bertkit.model.xlnet.config import XLNetConfig
 from bertkit.objectives.xlnet import backward_example, permutation_mask, target_rows, xlnet_inputs
 
 TINY = [arg for key, value in TINY_XLNET_FIELDS.items() for arg in ("--set", f"{key}={value}")]

@@ -13,7 +13,7 @@ def model_dirs(tmp_path_factory, minilm_dir) -> dict[str, Path]:
     """family -> checkpoint: "pair" (a text-pair classifier with its bertkit_task.json), "tagging",
     "qa", "multiple_choice", "mlm" (BertForPreTraining: embed and fill-mask)."""
     from bertkit.model.bert import BertForPreTraining
-    from bertkit.model.task_heads import (BertForMultipleChoice, BertForQuestionAnswering,
+    from bertkit.model.bert.task_heads import (BertForMultipleChoice, BertForQuestionAnswering,
                                           BertForSequenceClassification, BertForTokenClassification)
     from bertkit.tasks.programs import TaskSpec
 

@@ -35,7 +35,8 @@ def test_mrpc_with_bom_reads_every_row(fixtures):
     examples = cls_data.read_examples(path, glue_task="MRPC")
     rows = _tsv_rows(path)
     assert len(examples) == len(rows) == 12
-    assert [ex.label for ex in examples] == [row[0] for row in rows]
+    names = cls_data.GLUE_LABEL_NAMES["mrpc"]  # the file's 0/1 read as GLUE's label names
+    assert [ex.label for ex in examples] == [names[row[0]] for row in rows]
     assert [(ex.text, ex.pair) for ex in examples] == [(row[3], row[4]) for row in rows]
     assert examples[0].source == f"{path}:2"
 
@@ -45,7 +46,8 @@ def test_cola_has_no_header(fixtures):
     examples = cls_data.read_examples(path, glue_task="cola")
     rows = _tsv_rows(path, header=False)
     assert len(examples) == 12 and examples[0].source.endswith("dev.tsv:1")
-    assert [(ex.text, ex.pair, ex.label) for ex in examples] == [(r[3], None, r[1]) for r in rows]
+    names = cls_data.GLUE_LABEL_NAMES["cola"]
+    assert [(ex.text, ex.pair, ex.label) for ex in examples] == [(r[3], None, names[r[1]]) for r in rows]
 
 
 def test_stsb_float_labels_and_rte_string_labels(fixtures):
@@ -68,14 +70,14 @@ def test_glue_test_file_without_labels(tmp_path):
 
 def test_encode_matches_transformers_with_pair_truncation(fixtures, tokenizer, hf_tokenizer):
     examples = cls_data.read_examples(fixtures / "glue" / "MRPC" / "dev.tsv", glue_task="mrpc")
-    label_map = {"0": 0, "1": 1}
+    label_map = {"not_equivalent": 0, "equivalent": 1}  # GLUE names (the file says 0/1)
     features = cls_data.encode(examples, tokenizer, 24, label_map)
     ref = hf_tokenizer([ex.text for ex in examples], [ex.pair for ex in examples], truncation=True, max_length=24)
     for feature, ids, types, ex in zip(features, ref["input_ids"], ref["token_type_ids"], examples, strict=True):
         assert feature["input_ids"].tolist() == ids and feature["token_type_ids"].tolist() == types
-        assert feature["labels"] == int(ex.label)
+        assert feature["labels"] == label_map[ex.label]
     batch = cls_data.collate(features[:5], tokenizer.pad_token_id)
-    assert batch["input_ids"].shape == (5, 24) and batch["labels"].tolist() == [int(e.label) for e in examples[:5]]
+    assert batch["input_ids"].shape == (5, 24) and batch["labels"].tolist() == [label_map[e.label] for e in examples[:5]]
 
 
 def test_regression_labels_encode_as_floats(fixtures, tokenizer):
@@ -159,3 +161,9 @@ def test_encode_rejects_labels_outside_the_map(tmp_path, tokenizer):
     examples = cls_data.read_examples(path, text_column="sentence")
     with pytest.raises(BertkitError, match=r"dev.tsv:3: label 'meh' is not in the label map of the label set"):
         cls_data.encode(examples, tokenizer, 16, {"neg": 0, "pos": 1})
+
+
+def test_a_checkpoint_that_says_0_and_1_is_read_in_glue_names():
+    assert cls_data.glue_label_map("SST-2", {"0": 0, "1": 1}) == {"negative": 0, "positive": 1}
+    assert cls_data.glue_label_map("rte", {"entailment": 0, "not_entailment": 1}) == {"entailment": 0, "not_entailment": 1}
+    assert cls_data.glue_labels("sst2") == ["negative", "positive"] and cls_data.glue_labels("wnli")[1] == "entailment"

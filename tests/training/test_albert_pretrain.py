@@ -68,7 +68,7 @@ def test_albert_pretrains_and_transformers_loads_the_checkpoint(albert_run):
                                              return_tensors="pt")
     with torch.no_grad():
         ref = theirs(**{k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")})
-        mine = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        mine = ours(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
     real = batch["attention_mask"].bool()  # padding positions are zeros on bertkit's unpadded path
     torch.testing.assert_close(mine.prediction_logits[real], ref.prediction_logits[real], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(mine.sop_logits, ref.sop_logits, atol=1e-5, rtol=1e-5)
@@ -125,7 +125,7 @@ def test_albert_checkpoint_fine_tunes_as_a_classifier(albert_run, tmp_path, caps
     ids = torch.tensor([[2, 40, 41, 42, 3, 0], [2, 50, 51, 52, 53, 3]])
     types, mask = torch.zeros_like(ids), (ids != 0).long()
     with torch.no_grad():
-        mine = ours(ids, types, mask).logits
+        mine = ours(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
         ref = theirs(input_ids=ids, token_type_ids=types, attention_mask=mask).logits
     torch.testing.assert_close(mine, ref, atol=1e-5, rtol=1e-5)
 

@@ -177,7 +177,7 @@ def test_demo_prints_examples_hits_and_the_summary(tmp_path, capsys):
 
     assert main(["demo", "--output-dir", str(tmp_path), "--corpus", str(FIXTURE), "--vocab-size", "400",
                  "--budget", "4s", "--max-seq-length", "64", "--set", "progress=false", "--set", "model.hidden_size=32",
-                 "--set", "model.intermediate_size=64"]) == 0
+                 "--set", "model.intermediate_size=64", "--no-downstream"]) == 0
     out = capsys.readouterr().out
     words = [line.split("corpus's word: ")[1].split()[0] for line in out.splitlines() if "corpus's word: " in line]
     holds = [line.rsplit(" ", 1)[1] for line in out.splitlines() if "top 5 holds it: " in line]
@@ -185,6 +185,11 @@ def test_demo_prints_examples_hits_and_the_summary(tmp_path, capsys):
     assert f"fill-mask: {holds.count('yes')} of 10 examples have the corpus's word in the top 5" in out
     assert "held-out MLM accuracy " in out and "%) (step " not in out and " -> " in out
     assert (tmp_path / "run" / "final" / "model.safetensors").is_file() and (tmp_path / "run" / "report.md").is_file()
+    # the examples were drawn before training and left out of the text it trained on
+    trained_on = (tmp_path / "corpus.txt").read_text(encoding="utf-8")
+    sentences = [line.strip() for line in out.splitlines() if "[MASK]" in line and line.startswith("  ")]
+    assert len(sentences) == 10 and "paragraphs holding them are left out of the training text" in out
+    assert "this CPU: " in out and "steps/s" in out
 
 
 def test_two_process_budget_run_ends_together(data, tmp_path):

@@ -72,7 +72,7 @@ def test_pretrain_writes_checkpoints_transformers_loads(data_dir, tmp_path, caps
     assert tokenizer(["Emma was handsome and clever."])["input_ids"][0] == batch["input_ids"][0].tolist()
     with torch.no_grad():
         theirs = reference(**{k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")})
-        mine = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        mine = ours(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
     real = batch["attention_mask"].bool()  # padding positions: the unpadded path leaves zeros there
     torch.testing.assert_close(mine.prediction_logits[real], theirs.prediction_logits[real], atol=1e-4, rtol=1e-4)
     assert main(["fill-mask", "--model", str(final), "Emma was [MASK]."]) == 0

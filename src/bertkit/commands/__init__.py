@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse with a usage error as one line that points at --help, instead of the usage
+    block first (`bertkit finetune classify: error: ... (see bertkit finetune classify --help)`).
+    Sub-command parsers inherit the class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def note(message: str) -> None:
@@ -32,6 +45,29 @@ def warn_about_schedule(config) -> None:
     """A training config's schedule warnings (warm-up as long as the run); given to the
     library's `on_start`, so they come after every check and an error stays one line."""
     warn(config.warmup_warning())
+
+
+def add_skip_bad_lines_argument(parser) -> None:
+    """`--skip-bad-lines`, on every command that reads text lines and advises it on a bad byte;
+    a warning then says how many lines each file lost (bertkit.textio.warn_skipped)."""
+    parser.add_argument("--skip-bad-lines", action="store_true",
+                        help="skip undecodable or malformed input lines instead of stopping (a warning counts them)")
+
+
+@contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Warnings shown as they happen, each as one `bertkit: warning: ...` line (Python's
+    filters still show a warning once per place), instead of Python's two-line format."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"bertkit: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 THREADS_HELP = ("CPU threads for torch, the tokenizers library and data workers (default: OMP_NUM_THREADS "

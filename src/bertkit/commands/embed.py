@@ -8,13 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from bertkit.atomic import write_bytes_atomic
-from bertkit.commands import add_precision_argument, add_runtime_options
+from bertkit.commands import add_precision_argument, add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
-from bertkit.textio import iter_lines, iter_stream_lines
 
 
 def add_parser(subparsers) -> None:
@@ -24,7 +21,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", required=True, help="checkpoint directory (config.json, model.safetensors, vocab.txt)")
     p.add_argument("--file", help="read texts from this file, one per line (JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-    p.add_argument("--skip-bad-lines", action="store_true", help="skip undecodable or malformed input lines")
+    add_skip_bad_lines_argument(p)
     p.add_argument("--output", "-o", help="write .npy (array N x D) or .jsonl; default: JSONL on stdout")
     p.add_argument("--pooling", choices=POOLING_CHOICES, default=None,
                    help="default: the Pooling of a sentence-transformers checkpoint (modules.json), else mean")
@@ -42,6 +39,8 @@ def add_parser(subparsers) -> None:
 
 def read_texts(texts: list[str], file: str | None, text_field: str = "text", skip_bad: bool = False) -> list[str]:
     """Texts from arguments, else from `file`, else from stdin; never silently empty."""
+    from bertkit.textio import iter_lines, iter_stream_lines
+
     if texts and file:
         raise BertkitError("give texts as arguments or --file, not both")
     if texts:
@@ -69,6 +68,8 @@ def _parse_weights(raw: str | None) -> list[float] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from bertkit.inference.embedding import embed
 
     if args.output and not args.output.endswith((".npy", ".jsonl")):
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         buffer = io.BytesIO()
         np.save(buffer, vectors)
         write_bytes_atomic(args.output, buffer.getvalue())
-        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} float32 to {args.output}", file=sys.stderr)
+        print(f"wrote {' x '.join(str(n) for n in vectors.shape)} float32 to {args.output}", file=sys.stderr)
         return 0
     lines = "".join(json.dumps({"text": t, "embedding": np.round(v.astype(np.float64), 6).tolist()}, ensure_ascii=False) + "\n"
                     for t, v in zip(texts, vectors))

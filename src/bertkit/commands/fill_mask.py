@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from bertkit.commands import add_precision_argument, add_runtime_options
+from bertkit.commands import add_precision_argument, add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
 
 
@@ -28,6 +28,7 @@ def add_parser(subparsers) -> None:
                    help="checkpoint directory with an MLM head (BERT, RoBERTa, ALBERT, or an ELECTRA generator)")
     p.add_argument("--file", help="read texts from this file instead, one per line (txt, .gz; JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    add_skip_bad_lines_argument(p)
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=32)
     add_precision_argument(p)
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.inference.masked_lm import fill_mask
     from bertkit.tokenization import Tokenizer
 
-    inputs = read_texts(args.texts, args.file, args.text_field)
+    inputs = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     tokenizer = Tokenizer.from_pretrained(args.model)
     _check_texts(inputs, tokenizer.mask_token)
     texts = [item.text for item in inputs]

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
@@ -34,10 +31,12 @@ _COMMON_FIELDS = {
     "model": "init_from", "output_dir": "output_dir", "epochs": "epochs", "lr": "lr", "batch_size": "batch_size",
     "max_seq_length": "max_seq_length", "seed": "seed", "warmup_ratio": "warmup_ratio",
     "early_stopping": "early_stopping_patience", "train": "train", "dev": "dev",
+    "max_train_samples": "max_train_samples", "max_eval_samples": "max_eval_samples",
 }
 TASK_FIELDS = {
     "glue": {"task": "glue_task"},
-    "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column"},
+    "classify": {"text_column": "text_column", "pair_column": "pair_column", "label_column": "label_column",
+                 "features": "features", "lstm_hidden_size": "lstm_hidden_size"},
     "ner": {"tag_column": "tag_column", "features": "features", "lstm_hidden_size": "lstm_hidden_size"},
     "multiple-choice": {"train_labels": "train_labels", "dev_labels": "dev_labels"},
     "squad": {"version": "squad_version", "doc_stride": "doc_stride", "max_query_length": "max_query_length",
@@ -67,6 +66,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--pair-column", help="column holding the second text of a pair (optional)")
     p.add_argument("--label-column", help="column holding the label (default: label)")
     p.add_argument("--regression", action="store_true", help="numeric labels: one output, MSE loss")
+    _add_feature_options(p, "a BiLSTM whose states, averaged over the tokens, feed a linear classifier")
     _add_common(p)
 
     p = tasks.add_parser("ner", help="token tagging from CoNLL files (IOB1 / IOB2 / IOBES)")
@@ -93,7 +93,7 @@ def add_parser(subparsers) -> None:
 
 def add_text2text_options(p) -> None:
     """The flags saying which text-to-text task reads the files (`finetune` and `evaluate text2text`)."""
-    from bertkit.tasks.text2text import TASKS
+    from bertkit.tasks.registry import TEXT2TEXT_TASKS as TASKS
 
     p.add_argument("--task", choices=TASKS, help="what the files hold (default: pairs): a GLUE task (--glue-task), "
                                                  "SQuAD v1.1 JSON, CoNLL NER, or source/target pairs")
@@ -104,17 +104,22 @@ def add_text2text_options(p) -> None:
     p.add_argument("--num-beams", type=int, help="dev decoding: beam search with this many beams (default 1: greedy)")
 
 
+def _add_feature_options(p, head: str) -> None:
+    p.add_argument("--features", metavar="LAYERS",
+                   help=f"feature-based approach (paper Table 7; ELMo's): freeze the encoder (BERT or ELMo) and train "
+                        f"{head} on these features: {', '.join(LAYER_CHOICES)}; scalar_mix / weighted_sum train the "
+                        "layers' mix with the task (default lr then 1e-3)")
+    p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction "
+                                                        "(default 256; the paper 768)")
+
+
 def add_task_options(p, task: str, feature_based: bool = True) -> None:
     """The flags of task `task` (ner, multiple-choice, squad) on parser or argument group
     `p`; `bertkit distill --task` shares them (without ner's feature-based flags)."""
     if task == "ner":
         p.add_argument("--tag-column", type=int, help="which whitespace-separated column holds the tag (default: last)")
         if feature_based:
-            p.add_argument("--features", metavar="LAYERS",
-                           help="feature-based approach (paper Table 7): freeze the encoder and train a BiLSTM tagger "
-                                f"on these features: {', '.join(LAYER_CHOICES)} (default lr then 1e-3)")
-            p.add_argument("--lstm-hidden-size", type=int, help="with --features: BiLSTM size per direction "
-                                                                "(default 256; the paper 768)")
+            _add_feature_options(p, "a BiLSTM tagger")
     elif task == "multiple-choice":
         p.add_argument("--train-labels", metavar="FILE", help="labels in a separate file, one index a line (PIQA)")
         p.add_argument("--dev-labels", metavar="FILE", help="the same for --dev")
@@ -137,6 +142,8 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--batch-size", type=int, help="sequences per optimizer step (default 32)")
     p.add_argument("--max-seq-length", type=int, help="tokens per sequence, longer inputs are cut (default 128)")
     p.add_argument("--seed", type=int, help="seed of the head's initialisation, data order and dropout (default 42)")
+    p.add_argument("--max-train-samples", type=int, metavar="N", help="train on the first N examples only (a quick try)")
+    p.add_argument("--max-eval-samples", type=int, metavar="N", help="evaluate on the first N dev examples only")
     p.add_argument("--warmup-ratio", type=float, help="fraction of the steps spent warming up (default 0.1)")
     p.add_argument("--early-stopping", type=int, metavar="N", help="stop after N evaluations without improvement")
     p.add_argument("--grid", action="store_true",
@@ -219,9 +226,7 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments
 
     config = build_config(config_values(args), parse_set_arguments(args.set))
-    with one_line_warnings():
-        result = finetune(config, overwrite=args.overwrite,
-                          notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
+    result = finetune(config, overwrite=args.overwrite, notify=lambda line: print(f"bertkit: {line}", file=sys.stderr))
     if result.best_dir is not None:
         print(f"best model: {result.best_dir}  ({result.metric} {result.best_metric:.4f} at step {result.best_step}; "
               f"report: {result.output_dir / 'report.md'})")
@@ -229,19 +234,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"final model: {result.output_dir / 'final'}  (no dev set, so no best model; "
               f"report: {result.output_dir / 'report.md'})")
     return 0
-
-
-@contextmanager
-def one_line_warnings() -> Iterator[None]:
-    """Warnings shown as they happen, each as one `bertkit: warning: ...` line (Python's
-    filters still show a warning once per place), instead of Python's two-line format."""
-    shown = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"bertkit: warning: {message}", file=sys.stderr)
-
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        warnings.showwarning = shown

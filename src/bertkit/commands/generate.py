@@ -1,13 +1,17 @@
-"""`bertkit generate`: text from a text-to-text model (T5), one result per input.
+"""`bertkit generate`: text from a generating model (T5, GPT-2, GPT-1), one result per input.
 
   bertkit generate --model runs/t5/final "The <extra_id_0> walks in <extra_id_1> park."   # greedy
   bertkit generate --model DIR --num-beams 4 --max-new-tokens 32 "summarize: ..."
   bertkit generate --model DIR --do-sample --top-p 0.9 --temperature 0.8 --seed 1 --file texts.txt --format jsonl
+  bertkit generate --model runs/gpt/final "It is a truth universally acknowledged" --max-new-tokens 40 \
+      --do-sample --top-p 0.9 --repetition-penalty 1.2          # a decoder: the prompt, then its continuation
 
 Input: TEXT arguments, --file (one text a line, or JSONL with --text-field) or lines on
 stdin. Output: the generated text of each input on its own line (--format text), or one
 JSON object per input {"text", "generated_text"} (--format jsonl). Special tokens are
-dropped, T5's sentinels (<extra_id_N>) kept. The options are `model.generate`'s
+dropped, T5's sentinels (<extra_id_N>) kept. A decoder-only model's result is the prompt
+and its continuation (--no-return-full-text: the continuation alone); a prompt longer than
+its context is cut from the left with a warning. The options are `model.generate`'s
 (transformers' names and defaults; bertkit.inference.generation).
 """
 
@@ -17,21 +21,27 @@ import argparse
 import json
 import sys
 
-from bertkit.commands import add_precision_argument, add_runtime_options
+from bertkit.commands import (
+    add_precision_argument, add_runtime_options, add_skip_bad_lines_argument, one_line_warnings,
+)
 from bertkit.errors import BertkitError
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("generate", help="generate text with a text-to-text model (T5)",
-                              description="Generate text for each input with a text-to-text model (T5): greedy by "
-                                          "default, beam search (--num-beams) or sampling (--do-sample).")
+    p = subparsers.add_parser("generate", help="generate text with a generating model (T5, GPT-2, GPT-1)",
+                              description="Generate text for each input with a text-to-text model (T5) or a decoder "
+                                          "(GPT-2, GPT-1): greedy by default, beam search (--num-beams) or sampling "
+                                          "(--do-sample).")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="input texts")
-    p.add_argument("--model", required=True, metavar="DIR", help="text-to-text checkpoint directory (T5)")
+    p.add_argument("--model", required=True, metavar="DIR", help="checkpoint directory of a generating model (T5, GPT)")
     p.add_argument("--file", help="read inputs from this file instead, one per line (txt, .gz; JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    add_skip_bad_lines_argument(p)
     add_generation_arguments(p)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-source-length", type=int, help="input tokens kept (default: 512)")
+    p.add_argument("--max-source-length", type=int,
+                   help="input tokens kept (T5, default 512: the first ones; a decoder: the last ones, "
+                        "default: what its context leaves beside the new tokens)")
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available; int8: cpu)")
     add_precision_argument(p)
     p.add_argument("--format", choices=("text", "jsonl"), default="text",
@@ -53,6 +63,12 @@ def add_generation_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=50, help="sample from the k most likely tokens (0: all)")
     p.add_argument("--top-p", type=float, default=1.0, help="sample from the smallest set reaching this probability")
+    p.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="> 1 makes tokens already in the text less likely (CTRL's rule; default 1.0: none)")
+    p.add_argument("--stop", action="append", metavar="TEXT", dest="stop_strings",
+                   help="end a text when it comes to contain TEXT (kept; repeatable)")
+    p.add_argument("--return-full-text", action=argparse.BooleanOptionalAction, default=None,
+                   help="a decoder's result: the prompt, then its continuation (default), or the continuation alone")
     p.add_argument("--seed", type=int, help="random seed of the sampling")
 
 
@@ -61,7 +77,12 @@ def generation_options(args: argparse.Namespace) -> dict:
     options = dict(num_beams=args.num_beams, length_penalty=args.length_penalty,
                    early_stopping={"true": True, "false": False}.get(args.early_stopping, args.early_stopping),
                    no_repeat_ngram_size=args.no_repeat_ngram_size, do_sample=args.do_sample,
-                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+                   temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                   repetition_penalty=args.repetition_penalty)
+    if args.stop_strings:
+        options["stop_strings"] = args.stop_strings
+    if args.return_full_text is not None:
+        options["return_full_text"] = args.return_full_text
     if args.max_new_tokens is not None:
         options["max_new_tokens"] = args.max_new_tokens
     if args.min_new_tokens is not None:
@@ -73,12 +94,13 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.commands.inputs import read_texts
     from bertkit.inference.generation import generate, load_generator
 
-    inputs = read_texts(args.texts, args.file, args.text_field)
+    inputs = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
     check_texts(inputs)
     loaded = load_generator(args.model, args.device, args.precision)
     texts = [item.text for item in inputs]
-    results = generate(loaded, texts, batch_size=args.batch_size, max_source_length=args.max_source_length,
-                       seed=args.seed, **generation_options(args))
+    with one_line_warnings():  # a prompt cut to the context
+        results = generate(loaded, texts, batch_size=args.batch_size, max_source_length=args.max_source_length,
+                           seed=args.seed, **generation_options(args))
     if args.format == "jsonl":
         sys.stdout.write("".join(json.dumps({"text": text, "generated_text": result}, ensure_ascii=False) + "\n"
                                  for text, result in zip(texts, results)))

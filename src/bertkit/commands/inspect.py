@@ -21,9 +21,8 @@ from bertkit.errors import BertkitError
 
 
 def add_parser(subparsers) -> None:
-    from bertkit.inference.attention import DEFAULT_MAX_TOKENS
+    from bertkit.pages.inspect import DEFAULT_MAX_TOKENS, DEFAULT_TOP_K
     from bertkit.serving.config import PRECISIONS
-    from bertkit.serving.inspect import DEFAULT_TOP_K
 
     p = subparsers.add_parser("inspect", help="see a model's attention for a sentence (page served or written)",
                               description="Attention of every layer and head (head view, layers x heads overview), "
@@ -65,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write_page(args: argparse.Namespace, served) -> int:
     from bertkit.atomic import write_text_atomic
-    from bertkit.inference.attention import DEFAULT_MAX_TOKENS
-    from bertkit.pages.inspect import inspect_page
+    from bertkit.pages.inspect import DEFAULT_MAX_TOKENS, inspect_page
     from bertkit.serving.inspect import inspect_data
 
     data = inspect_data(served, args.text, args.pair, args.max_tokens or DEFAULT_MAX_TOKENS, args.top_k)

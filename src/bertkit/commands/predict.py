@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from bertkit.commands import add_precision_argument, add_runtime_options
+from bertkit.commands import add_precision_argument, add_runtime_options, add_skip_bad_lines_argument
 from bertkit.commands.generate import add_generation_arguments, check_texts, generation_options
 from bertkit.commands.inputs import check_one_source, numbered_lines, read_texts
 from bertkit.errors import BertkitError
@@ -37,6 +37,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--file", help="read inputs from this file instead (txt / tsv / jsonl, .gz too)")
     p.add_argument("--text-field", default="text", help="JSONL field of the text (default: text)")
     p.add_argument("--pair-field", default="pair", help="JSONL field of the second text of a pair (default: pair)")
+    add_skip_bad_lines_argument(p)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda when available; int8: cpu)")
@@ -68,30 +69,37 @@ def read_inputs(predictor, args: argparse.Namespace) -> list[Any]:
     """The inputs of `args` in the shape `Predictor` takes for the model's task family
     (its hooks say how: bertkit.tasks.hooks)."""
     if predictor.loaded.generates:  # a text-to-text model: one text per argument, line or JSONL record
-        inputs = read_texts(args.texts, args.file, args.text_field)
+        inputs = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
         check_texts(inputs)
         return [item.text for item in inputs]
     family, spec = predictor.loaded.program_cls.task_family(), predictor.loaded.spec
     if args.texts:
         return family.hook("inputs_from_texts")(list(args.texts), spec)
     if args.file:
-        inputs = _file_inputs(args.file, family, spec, args.text_field, args.pair_field)
+        inputs = _file_inputs(args.file, family, spec, args.text_field, args.pair_field, args.skip_bad_lines)
     else:
         from_line = family.hook("input_from_line")
-        inputs = [from_line(line.text, spec, line.source) for line in numbered_lines(None) if line.text.strip()]
+        inputs = [from_line(line.text, spec, line.source) for line in numbered_lines(None, args.skip_bad_lines)
+                  if line.text.strip()]
     if not inputs:
         raise BertkitError(f"{args.file or '<stdin>'}: empty input, nothing to predict")
     return inputs
 
 
-def _file_inputs(path: str, family, spec, text_field: str, pair_field: str) -> list[Any]:
+def _file_inputs(path: str, family, spec, text_field: str, pair_field: str, skip_bad: bool = False) -> list[Any]:
     from bertkit.tasks.records import file_kind, iter_jsonl
 
     inputs = family.hook("inputs_from_file")(path, spec)  # a file the family reads itself (SQuAD JSON, SWAG CSV)
     if inputs is not None:
         return inputs
+    if file_kind(path) == "table":  # Parquet / Arrow: rows as records of the --text-field / --pair-field columns
+        from bertkit.columnar import column_names, expand_inputs, iter_records
+
+        from_record = family.hook("input_from_record")
+        return [from_record(record, spec, file, row, text_field, pair_field) for file in expand_inputs([path])
+                for row, record in iter_records(file, [c for c in column_names(file) if c in (text_field, pair_field)])]
     if file_kind(path) != "jsonl":
         from_line = family.hook("input_from_line")
-        return [from_line(line.text, spec, line.source) for line in numbered_lines(path) if line.text.strip()]
+        return [from_line(line.text, spec, line.source) for line in numbered_lines(path, skip_bad) if line.text.strip()]
     from_record = family.hook("input_from_record")
-    return [from_record(record, spec, path, line_no, text_field, pair_field) for line_no, record in iter_jsonl(path)]
+    return [from_record(record, spec, path, line_no, text_field, pair_field) for line_no, record in iter_jsonl(path, skip_bad, skip_advice=True)]

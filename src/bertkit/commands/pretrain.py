@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from bertkit.commands import add_runtime_options, note, warn, warn_about_schedule
+from bertkit.commands import CommandParser, add_runtime_options, note, warn, warn_about_schedule
 
 
 def add_parser(subparsers) -> None:
-    from bertkit.config import PRESETS
     from bertkit.objectives import OBJECTIVES
 
     p = subparsers.add_parser("pretrain", help="pre-train BERT (MLM+NSP and the successors' objectives)",
@@ -24,7 +23,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data", help="data directory from `bertkit data build`")
     p.add_argument("--output-dir", help="run folder: checkpoints, final/, metrics.jsonl, report.md, curves")
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
-    p.add_argument("--preset", choices=list(PRESETS),
+    p.add_argument("--preset", choices=[],  # every objective's presets, added with the setting flags (torch)
                    help="model size for a fresh model (default: mini, the objective's own, or --recipe budget's tiny)")
     p.add_argument("--recipe", choices=["bert", "budget"],
                    help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr, "
@@ -44,7 +43,7 @@ def add_parser(subparsers) -> None:
     p.__class__ = _PretrainParser  # the objectives' setting flags, added when `pretrain` is parsed
 
 
-class _PretrainParser(argparse.ArgumentParser):
+class _PretrainParser(CommandParser):
     """The `pretrain` parser: before its arguments are parsed (or its help is shown), it adds
     one flag per objective setting, from the registry's settings classes."""
 
@@ -75,7 +74,7 @@ class _PretrainParser(argparse.ArgumentParser):
         self.setting_flags = tuple(names)
         preset = next(action for action in self._actions if action.dest == "preset")  # every objective's sizes
         for objective in OBJECTIVES:
-            preset.choices += [name for name in get_objective(objective).config_class.presets
+            preset.choices += [name for name in get_objective(objective).preset_names()
                                if name not in preset.choices]
         self.set_defaults(setting_flags=self.setting_flags)  # run() reads them off the namespace
 

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from bertkit.commands import add_runtime_options
+from bertkit.commands import add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
 
 ALGORITHM_HELP = (
@@ -35,9 +35,7 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--text-field", default="text", metavar="NAME", help="JSONL field holding the text (default: text)")
     p.add_argument("--tsv-column", metavar="NAME", help="read the files as TSV with a header; use this column")
-    p.add_argument(
-        "--skip-bad-lines", action="store_true", help="skip undecodable or malformed lines instead of stopping"
-    )
+    add_skip_bad_lines_argument(p)
 
 
 def _add_train(commands) -> None:
@@ -98,12 +96,15 @@ def _add_train(commands) -> None:
         special.add_argument(f"--{role}-token", metavar="TOKEN")
     special.add_argument("--extra-special-tokens", metavar="A,B", help="more special tokens, comma-separated")
     special.add_argument("--unused-tokens", type=int, default=0, metavar="N", help="reserve [unused0]..[unusedN-1]")
-    unigram = p.add_argument_group("unigram special-token layouts (docs/tokenizers.md)")
+    unigram = p.add_argument_group("special-token layouts (docs/tokenizers.md)")
     unigram.add_argument(
         "--layout",
         metavar="NAME",
-        help="xlnet (A <sep> <cls>, left padding; default), t5 (A </s>; default with --sentinels), "
-        "albert ([CLS] A [SEP])",
+        help="unigram: xlnet (A <sep> <cls>, left padding; default), t5 (A </s>; default with --sentinels), "
+        "albert ([CLS] A [SEP]); bbpe: roberta (<s> A </s>; default), gpt2 (<|endoftext|> as BOS/EOS/UNK, "
+        "no template), kogpt2 (</s> as BOS and EOS, <unk> <pad> <mask> <unused0>..<unused99>); "
+        "bpe / bbpe: bart (<s> <pad> </s> <unk> <mask>), kobart (<s> </s> <usr> <pad> <sys> <unk> <mask>), "
+        "both <s> A </s>",
     )
     unigram.add_argument(
         "--sentinels",
@@ -156,6 +157,7 @@ def _add_encode(commands) -> None:
     p.add_argument(
         "--pair-field", default="pair", metavar="NAME", help="JSONL field of the second text, if any (default: pair)"
     )
+    add_skip_bad_lines_argument(p)
     p.add_argument("--max-length", type=int, metavar="N", help="truncate to N tokens (longest_first)")
     p.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP], <sep>/<cls>, </s>...")
     add_runtime_options(p)
@@ -166,19 +168,30 @@ def run_train(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from bertkit.tokenization.train import TextOptions, TrainOptions, train_tokenizer
-    from bertkit.tokenization.train.options import SPECIAL_ROLES, default_specials
+    from bertkit.tokenization.train.decoder_layouts import BBPE_LAYOUTS
+    from bertkit.tokenization.train.options import (SPECIAL_LAYOUT_ALGORITHMS, SPECIAL_LAYOUTS, SPECIAL_ROLES,
+                                                    default_specials)
 
-    specials = default_specials(args.algorithm)
     overrides = {role: getattr(args, f"{role}_token") for role in SPECIAL_ROLES}
     unigram = args.algorithm == "unigram"
     if unigram and (args.unused_tokens or any(overrides.values())):
         raise BertkitError("--algorithm unigram takes its special tokens from --layout (and --extra-special-tokens)")
-    if not unigram and (args.layout or args.sentinels):
-        raise BertkitError(f"--layout and --sentinels apply only to --algorithm unigram, not {args.algorithm}")
+    decoder = args.algorithm == "bbpe" and args.layout in BBPE_LAYOUTS
+    if not unigram and args.sentinels:
+        raise BertkitError(f"--sentinels apply only to --algorithm unigram, not {args.algorithm}")
+    if decoder and args.layout != "roberta" and (args.unused_tokens or any(overrides.values())):
+        raise BertkitError(f"--layout {args.layout} has its own special tokens (only --extra-special-tokens adds more)")
+    if not unigram and args.layout and not decoder and (args.algorithm not in SPECIAL_LAYOUT_ALGORITHMS
+                                                        or args.layout not in SPECIAL_LAYOUTS):
+        raise BertkitError(f"--layout {args.layout} does not apply to --algorithm {args.algorithm} (unigram: xlnet, "
+                           f"t5, albert; bbpe: {', '.join(BBPE_LAYOUTS)}; "
+                           f"{', '.join(SPECIAL_LAYOUT_ALGORITHMS)}: {', '.join(SPECIAL_LAYOUTS)})")
+    specials = SPECIAL_LAYOUTS[args.layout] if args.layout in SPECIAL_LAYOUTS and not unigram \
+        else default_specials(args.algorithm)
     if args.cased and args.lowercase:
         raise BertkitError("--cased and --lowercase contradict each other")
     lowercase = True if args.lowercase else False if args.cased else None  # None: the algorithm's default
-    extra = tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
+    extra = specials.extra + tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
     specials = replace(specials, **{k: v for k, v in overrides.items() if v}, extra=extra, unused=args.unused_tokens)
     options = TrainOptions(
         algorithm=args.algorithm,
@@ -276,7 +289,7 @@ def _encode_inputs(args: argparse.Namespace) -> list[tuple[str, str, str | None]
 
     if args.file and file_kind(args.file) == "jsonl":
         inputs = []
-        for line_no, record in iter_jsonl(args.file):
+        for line_no, record in iter_jsonl(args.file, args.skip_bad_lines, skip_advice=True):
             if args.text_field not in record:
                 raise missing_field(args.file, line_no, [args.text_field], record)
             text = as_text(record[args.text_field], args.file, line_no, args.text_field)
@@ -284,7 +297,8 @@ def _encode_inputs(args: argparse.Namespace) -> list[tuple[str, str, str | None]
             pair = None if pair is None else as_text(pair, args.file, line_no, args.pair_field)
             inputs.append((f"{args.file}:{line_no}", text, pair))
     else:
-        inputs = [(line.source, line.text, None) for line in numbered_lines(args.file) if line.text.strip()]
+        inputs = [(line.source, line.text, None) for line in numbered_lines(args.file, args.skip_bad_lines)
+                  if line.text.strip()]
     if not inputs:
         raise BertkitError(f"{args.file or '<stdin>'}: empty input, no texts")
     return inputs

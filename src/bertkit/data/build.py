@@ -41,11 +41,13 @@ from tqdm import tqdm
 from bertkit.atomic import write_text_atomic
 from bertkit.data.corpus import SLICE_CHARS, Slice, iter_documents, iter_slices
 from bertkit.data.dataset import (
+    ROLE_FALLBACKS,
     TOKENIZER_DIR,
     job_marker_name,
     describe_difference,
     scan_job_markers,
     scan_shards,
+    special_token_id,
     tokenizer_fingerprint,
     tokenizer_summary,
 )
@@ -54,6 +56,7 @@ from bertkit.data.sentences import split_sentences
 from bertkit.data.shards import TMP_PREFIX, ShardArrays, id_dtype, shard_name, write_shard
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.parallel import parallel_map
+from bertkit.columnar import expand_inputs
 from bertkit.textio import check_readable
 
 MASKINGS = ("dynamic", "static")
@@ -168,7 +171,7 @@ def build_dataset(
         raise ConfigError(f"shard_index={job_index!r} must be in [0, {num_jobs}) (--num-shards {num_jobs})")
     if not files:
         raise BertkitError("no corpus files given")
-    paths = [check_readable(f) for f in files]
+    paths = [check_readable(f) for f in expand_inputs(files)]  # a folder of Parquet / Arrow files: its files
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
     _check_special_tokens(tokenizer, tokenizer_dir, get_format(options.instance_format).needs_tokens,
                           options.masking == "static")
@@ -365,7 +368,7 @@ def documents_by_split(files: Sequence[str | os.PathLike], data_dir: str | os.Pa
     if not metas:
         raise BertkitError(f"{data_dir}: no built shards (run bertkit data build first)")
     recipe = next(iter(metas.values()))["recipe"]
-    paths = [check_readable(f) for f in files]
+    paths = [check_readable(f) for f in expand_inputs(files)]
     if [[p.name, p.stat().st_size] for p in paths] != recipe["inputs"]:
         raise BertkitError(f"{data_dir}: built from {recipe['inputs']}, not from {[str(p) for p in paths]}")
     tokenizer = Tokenizer.from_pretrained(data_dir / TOKENIZER_DIR)
@@ -411,7 +414,7 @@ def make_instances(
 ) -> list[tuple]:
     """One copy's instances of `documents` in the recipe's format (bertkit.data.formats)."""
     return get_format(recipe["instance_format"]).make(documents, recipe, rng, tokenizer.cls_token_id,
-                                                      tokenizer.sep_token_id, random_documents)
+                                                      special_token_id(tokenizer, "sep"), random_documents)
 
 
 def _stream(seed: int, slice_index: int, copy: int, purpose: int) -> random.Random:
@@ -429,9 +432,10 @@ def _check_special_tokens(tokenizer: Any, tokenizer_dir: Any, format_roles: tupl
     """The roles the format inserts, pad, and mask when masking here (dynamic: the objective that masks checks)."""
     needed = (*format_roles, "pad", *(("mask",) if static else ()))
     for role in needed:
-        if getattr(tokenizer, f"{role}_token_id") is None:
+        if special_token_id(tokenizer, role) is None:
+            stand_in = f" or {ROLE_FALLBACKS[role]}" if role in ROLE_FALLBACKS else ""
             raise BertkitError(
-                f"{tokenizer_dir}: the tokenizer has no {role} token; this build needs "
+                f"{tokenizer_dir}: the tokenizer has no {role}{stand_in} token; this build needs "
                 f"{', '.join(needed)} tokens (set {role}_token in tokenizer_config.json)"
             )
 

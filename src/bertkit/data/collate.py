@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.bert.modeling import IGNORE_INDEX
 
 # Pad value of the per-token keys that have a meaning; other per-token keys pad with 0.
 PAD_VALUES = {"token_type_ids": 0, "labels": IGNORE_INDEX, "attention_mask": 0}

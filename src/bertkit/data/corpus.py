@@ -5,6 +5,9 @@ Input formats (each may be `.gz`; reading is streaming, via `bertkit.textio`):
     between documents; the end of a file ends a document too.
   * JSONL (`.jsonl`/`.json`): one document per object, its `text_field`; newlines in
     the text separate paragraphs.
+  * Parquet / Arrow (`.parquet`, a `datasets.save_to_disk` folder's `.arrow` files; the
+    build expands folders, bertkit.columnar): one document per row, its `text_field`
+    column, read a record batch at a time.
 
 A document is its list of non-blank lines, not yet sentence-split (workers do that).
 A document longer than `max_document_chars` is cut at line boundaries into pieces that
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
+from bertkit.columnar import is_columnar, iter_column_texts
 from bertkit.textio import cut_long_line, is_jsonl, iter_lines
 
 SLICE_CHARS = 1_000_000  # characters of text per slice (one unit of work, one shard)
@@ -50,10 +54,13 @@ def iter_documents(
     file and line.
     """
     for path in files:
-        jsonl = is_jsonl(path)
+        columnar = is_columnar(path)
+        jsonl = columnar or is_jsonl(path)  # a row is a document, as a JSONL object is
         lines: list[str] = []
         chars = 0
-        for _, text in iter_lines(path, text_field=text_field, skip_bad=skip_bad_lines):
+        rows = (iter_column_texts(path, text_field) if columnar
+                else iter_lines(path, text_field=text_field, skip_bad=skip_bad_lines))
+        for _, text in rows:
             if jsonl:
                 paragraphs = [p.strip() for p in text.splitlines()]
                 document = [piece for p in paragraphs if p for piece in cut_long_line(p, max_document_chars)]

@@ -89,14 +89,28 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+# A decoder's tokenizer (GPT-2's) has one end-of-text token and neither [SEP] nor padding:
+# its EOS joins documents (GPT-2's packing) and fills padding, which the attention mask hides.
+ROLE_FALLBACKS = {"sep": "eos", "pad": "eos"}
+
+
+def special_token_id(tokenizer: Any, role: str) -> int | None:
+    """The id the data use for `role` ("cls", "sep", "pad", "mask", ...): the tokenizer's,
+    else its `ROLE_FALLBACKS` stand-in; None when it has neither."""
+    token_id = getattr(tokenizer, f"{role}_token_id")
+    if token_id is None and role in ROLE_FALLBACKS:
+        token_id = getattr(tokenizer, f"{ROLE_FALLBACKS[role]}_token_id")
+    return token_id
+
+
 def tokenizer_summary(tokenizer: Any) -> dict[str, Any]:
     """The recipe's tokenizer entry: fingerprint, vocabulary size and special ids."""
     return {
         "fingerprint": tokenizer_fingerprint(tokenizer),
         "vocab_size": tokenizer.vocab_size,
-        "pad_token_id": tokenizer.pad_token_id,
+        "pad_token_id": special_token_id(tokenizer, "pad"),
         "cls_token_id": tokenizer.cls_token_id,
-        "sep_token_id": tokenizer.sep_token_id,
+        "sep_token_id": special_token_id(tokenizer, "sep"),
         "mask_token_id": tokenizer.mask_token_id,
         "unk_token_id": tokenizer.unk_token_id,
     }

@@ -59,7 +59,7 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bertkit.model import BertModel
+    from bertkit.model.bert import BertModel
     from bertkit.tokenization import Tokenizer
 
     model_dir = Path(args.model) if args.model else default_model_dir()

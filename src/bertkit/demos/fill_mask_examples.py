@@ -1,11 +1,12 @@
-"""The demo's fill-mask examples: sentences from the corpus's own world, each with one word
-masked and that word kept as the answer, chosen before training.
+"""The demo's fill-mask examples: sentences of the corpus, each with one word masked and
+that word kept as the answer, chosen before training and never trained on.
 
-For the embedded novels they are fixed sentences taken from the novels themselves (so
-they may sit in the training split: the demo shows what the model learnt of the corpus,
-not generalisation). For a user's `--corpus` they are drawn from its own lines with a
-seeded generator: a sentence of 6 to 25 words, one of its alphabetic words that the
-trained tokenizer keeps whole masked.
+For the embedded novels they are ten fixed sentences of Emma; each masked word is one of
+the novels' 150 most frequent words (the words a model learns first, so a few minutes of
+pre-training on 2 cores can show learning). For a user's `--corpus` they are drawn from its
+own lines with a seeded generator: a sentence of 6 to 25 words, one of its alphabetic words
+that the trained tokenizer keeps whole masked. Either way `held_out_corpus` writes the
+corpus without the lines that hold them: the tokenizer and the model never see them.
 """
 
 from __future__ import annotations
@@ -24,24 +25,30 @@ class Example:
     text: str  # with one [MASK]
     word: str  # the corpus's word at the mask
 
+    @property
+    def sentence(self) -> str:
+        """The sentence as the corpus has it."""
+        return self.text.replace(MASK, self.word, 1)
+
     def hit(self, predictions: list[dict]) -> bool:
         """Whether the top predictions hold the corpus's word (compared case-insensitively:
         the demo's tokenizer lowercases)."""
         return any(p["token_str"].strip().lower() == self.word.lower() for p in predictions[:TOP_K])
 
 
-# sentences of Austen's novels (the embedded corpus), the masked word in brackets
+# sentences of Emma (the embedded corpus), held out of training; the masked word: rank in the novels' word counts
 AUSTEN_EXAMPLES = [
-    Example(f"It is a truth universally acknowledged, that a single {MASK} in possession of a good fortune, must be in want of a wife.", "man"),
-    Example(f"Emma Woodhouse, handsome, clever, and rich, with a comfortable {MASK} and happy disposition.", "home"),
-    Example(f"She was the youngest of the two {MASK} of a most affectionate, indulgent father.", "daughters"),
-    Example(f"Her {MASK} had died too long ago for her to have more than an indistinct remembrance of her caresses.", "mother"),
-    Example(f"I really could not {MASK} exclaiming!", "help"),
-    Example(f"After this speech he was gone as soon as {MASK}.", "possible"),
-    Example(f"I do not {MASK} any body who draws so well as you do.", "know"),
-    Example(f"I dare say they must have been very much obliged to {MASK} for coming.", "you"),
-    Example(f"We had had a great {MASK} of trouble in persuading him to sit at all.", "deal"),
-    Example(f"Sir {MASK} sent friendly advice and professions, Lady Bertram dispatched money and baby-linen.", "thomas"),
+    Example(f"I am {MASK} she will be pleased with the children.", "sure"),  # 129
+    Example(f"After this speech he was gone as soon {MASK} possible.", "as"),  # 18
+    Example(f"I do {MASK} know any body who draws so well as you do.", "not"),  # 12
+    Example(f"It is the greatest amusement in {MASK} world!", "the"),  # 1
+    Example(f"We had had a great deal {MASK} trouble in persuading him to sit at all.", "of"),  # 4
+    Example(f"{MASK} was a very pretty girl, and her beauty happened to be of a sort which Emma particularly admired.",
+            "She"),  # 11
+    Example(f"They {MASK} now approaching the cottage, and all idle topics were superseded.", "were"),  # 40
+    Example(f"The want of Miss Taylor would {MASK} felt every hour of every day.", "be"),  # 13
+    Example(f"He had his shepherd's son into the parlour one night on purpose to sing {MASK} her.", "to"),  # 2
+    Example(f"It {MASK} Miss Taylor's loss which first brought grief.", "was"),  # 9
 ]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -69,3 +76,22 @@ def corpus_examples(files: list[Path], is_whole_word, count: int = 10, seed: int
         if len(examples) == count:
             break
     return examples
+
+
+def held_out_corpus(files: list[Path], examples: list[Example], output: Path) -> int:
+    """Write `files` as one text file without the lines (paragraphs) that hold an example's
+    sentence, blank lines (document breaks) kept; returns how many lines were left out."""
+    from bertkit.textio import iter_lines
+
+    sentences = [example.sentence for example in examples]
+    removed = 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with open(output, "w", encoding="utf-8") as out:
+        for path in files:
+            for _, line in iter_lines(path):
+                if any(sentence in line for sentence in sentences):
+                    removed += 1
+                    continue
+                out.write(line + "\n")
+            out.write("\n")  # a file ends a document
+    return removed

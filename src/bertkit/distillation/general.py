@@ -276,7 +276,7 @@ def prepare_general(config: DistillConfig, checkpoint: Path | None = None):
     """Teacher, student and program for `config`, every check made before training.
     `checkpoint`: resume the student (and projection) from it. Returns (program, model, fresh keys)."""
     from bertkit.data.masking import MaskingConfig
-    from bertkit.model import BertForPreTraining
+    from bertkit.model.bert import BertForPreTraining
 
     check_general_teacher(config.teacher)
     train, eval_data = _open_data(config)

@@ -25,7 +25,7 @@ from bertkit.distillation.student import (
 from bertkit.distillation.teacher import check_task_teacher, load_teacher
 from bertkit.distillation.teacher_cache import load_teacher_logits, save_teacher_logits, task_cache_path
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.bert.modeling import IGNORE_INDEX
 from bertkit.tasks.programs import (
     ClassificationProgram,
     MultipleChoiceProgram,

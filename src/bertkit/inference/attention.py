@@ -22,8 +22,8 @@ import torch
 from bertkit.errors import BertkitError
 from bertkit.inference.loading import LoadedModel, load_encoder, max_tokens
 from bertkit.model.families import model_inputs
+from bertkit.pages.inspect import DEFAULT_MAX_TOKENS
 
-DEFAULT_MAX_TOKENS = 128  # a page of 128 x 128 weights per head stays readable and small
 
 
 @dataclass

@@ -23,7 +23,7 @@ from bertkit.feature_choices import LAYER_CHOICES, POOLING_CHOICES
 from bertkit.features import classification_positions, pool_tokens, select_layers
 from bertkit.inference.loading import LoadedModel, load_encoder, max_tokens
 from bertkit.inference.precision import check_precision
-from bertkit.model.families import model_inputs
+from bertkit.model.families import family_of_model, model_inputs
 
 
 def _load(model, tokenizer, precision: str | None) -> LoadedModel:
@@ -84,6 +84,10 @@ def embed(
     if batch_size < 1:
         raise BertkitError(f"batch_size: must be >= 1, got {batch_size}")
     loaded = _load(model, tokenizer, precision)
+    if family_of_model(loaded.backbone).reads_words:  # ELMo: one vector per word, pooled over words
+        if pooling == "pooler":
+            raise BertkitError("pooling='pooler': this model has no pooler layer")
+        return embed_words(texts, loaded, pooling or "mean", layers, layer_weights, batch_size, normalize, progress)
     model, tokenizer, modules = loaded.backbone, loaded.tokenizer, loaded.sentence_modules
     pooling = pooling or (modules.pooling if modules else "mean")
     if normalize is None:
@@ -126,6 +130,43 @@ def embed(
                     cls_positions = classification_positions(batch["input_ids"], tokenizer.cls_token_id)
                     vectors = pool_tokens(features, attention_mask, pooling, cls_positions)
                 for row, vector in zip(rows, _finish(vectors, normalize)):
+                    results[row] = vector
+    finally:
+        model.train(was_training)
+    return results if pooling == "none" else np.stack(results)
+
+
+def embed_words(texts: Sequence[str], loaded: LoadedModel, pooling: str, layers: str,
+                layer_weights: Sequence[float] | None, batch_size: int, normalize: bool | None,
+                progress: bool | None) -> np.ndarray | list[np.ndarray]:
+    """`embed` for a model that reads words (ELMo): each text's words (bertkit.data.words: the
+    tokenizer's pre-tokenization), the model's layers per word, the layer choice, then the
+    mean over words ("mean"; "cls" takes the first word) or every word ("none": (W_i, D))."""
+    from bertkit.data.words import TokenWords
+
+    texts = list(texts)
+    model = loaded.backbone
+    sentences = TokenWords(loaded.tokenizer).text_words(texts)
+    for index, words in enumerate(sentences):
+        if not words:
+            raise BertkitError(f"texts[{index}]: an empty sentence (no words to represent): {texts[index]!r}")
+    order = np.argsort([len(words) for words in sentences], kind="stable")[::-1]
+    results: list = [None] * len(texts)
+    show = progress if progress is not None else len(texts) >= 2048
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in tqdm(range(0, len(order), batch_size), desc="embed", unit="batch", disable=not show or None):
+                rows = order[start : start + batch_size]
+                hidden, mask = model.embed_words([sentences[i] for i in rows], "texts")  # (B, L+1, W, H), (B, W)
+                features = select_layers(hidden.unbind(1), layers, layer_weights).float()  # (B, W, D) or (B, W, L+1, H)
+                if pooling == "none":
+                    for row, real, feats in zip(rows, mask.bool(), features):
+                        results[row] = _finish(feats[real], bool(normalize))
+                    continue
+                vectors = pool_tokens(features, mask, pooling)
+                for row, vector in zip(rows, _finish(vectors, bool(normalize))):
                     results[row] = vector
     finally:
         model.train(was_training)

@@ -150,15 +150,16 @@ def load_finetuned(directory: str | os.PathLike, device: str | None = None,
     """Model, tokenizer and task settings of a fine-tuned checkpoint directory, in `precision`."""
     from bertkit.model.families import load_config
     from bertkit.tasks.feature_tagger import is_feature_tagger, load_feature_tagger
-    from bertkit.tasks.programs import TaggingProgram, TaskSpec, get_program
+    from bertkit.tasks.programs import TaskSpec, get_program
     from bertkit.tokenization import Tokenizer
 
     precision = check_precision(precision)  # before loading: a typo fails fast
     directory = Path(directory)
     device = device or (default_device() if precision != "int8" else None)
-    if is_feature_tagger(directory):  # a frozen encoder + BiLSTM tagger (`finetune ner --features`)
+    if is_feature_tagger(directory):  # a frozen encoder + BiLSTM (`finetune ner|classify --features`)
         model = place(load_feature_tagger(directory), device, precision)
-        spec, program_cls = TaskSpec.load(directory, model.config), TaggingProgram
+        spec = TaskSpec.load(directory, model.config)
+        program_cls = get_program(spec.family)  # the family's own program reads, infers and scores
     else:
         config = load_config(directory)
         spec = TaskSpec.load(directory, config)

@@ -28,7 +28,9 @@ PYTORCH_NAME = "pytorch_model.bin"
 def read_state_dict(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
     """Read model.safetensors (preferred) or pytorch_model.bin without executing pickled code."""
     if not directory.is_dir():
-        raise BertkitError(f"{directory}: no such model directory")
+        from bertkit.interop.hub_cache import where_models_come_from
+
+        raise BertkitError(where_models_come_from(str(directory)))
     path = directory / SAFETENSORS_NAME
     if path.exists():
         try:

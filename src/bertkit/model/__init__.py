@@ -1,6 +1,10 @@
-"""The family contract (`PreTrainedModel`), the BERT encoder and the models built directly on it."""
+"""The model layer: the family contract (`PreTrainedModel`, the `MODEL_FAMILIES` registry),
+what families share (attention, embeddings, layers, heads, losses, generation, unpadding,
+typed outputs) and one package per family (`bert/`, `roberta/`, `electra/`, `albert/`,
+`t5/`, `xlnet/`). Public classes are reached from the top level (`from bertkit import
+BertModel`) or their family package (`from bertkit.model.bert import BertModel`).
+"""
 
-from bertkit.model.bert import BertForPreTraining, BertModel, BertPreTrainedModel
 from bertkit.model.outputs import (
     BertForPreTrainingOutput,
     BertModelOutput,
@@ -10,17 +14,8 @@ from bertkit.model.outputs import (
     TokenClassifierOutput,
 )
 from bertkit.model.pretrained import PreTrainedModel
-from bertkit.model.task_heads import (
-    BertForMultipleChoice,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-)
 
 __all__ = [
-    "PreTrainedModel", "BertModel", "BertForPreTraining", "BertPreTrainedModel", "BertModelOutput",
-    "BertForPreTrainingOutput",
-    "BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
-    "BertForMultipleChoice", "SequenceClassifierOutput", "TokenClassifierOutput",
-    "QuestionAnsweringModelOutput", "MultipleChoiceModelOutput",
+    "PreTrainedModel", "BertModelOutput", "BertForPreTrainingOutput", "SequenceClassifierOutput",
+    "TokenClassifierOutput", "QuestionAnsweringModelOutput", "MultipleChoiceModelOutput",
 ]

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
+from bertkit.model.varlen import packed_attention, use_varlen
+
+if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
+    from bertkit.model.bert.config import BertConfig
 
 
 class BertSelfAttention(nn.Module):
@@ -83,7 +88,12 @@ class BertSelfAttention(nn.Module):
         """
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
-        if output_attentions or (dropout_p > 0.0 and hidden_states.device.type == "cpu"):
+        explicit = output_attentions or (dropout_p > 0.0 and hidden_states.device.type == "cpu")
+        if unpadding is not None and query_rows is None and not explicit and use_varlen(hidden_states.device):
+            # packed rows straight into the variable-length kernels: no padding anywhere (bertkit.model.varlen)
+            projections = (self.query(hidden_states), self.key(hidden_states), self.value(hidden_states))
+            return packed_attention(*projections, unpadding.offsets, self.num_heads, dropout_p), None  # (N, H)
+        if explicit:
             query, key, value = self._project(hidden_states, 1.0 / math.sqrt(self.head_dim), unpadding, query_rows)
             scores = query @ key.transpose(-1, -2)  # (B, heads, T, T)
             if attention_mask is not None:

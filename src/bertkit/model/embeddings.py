@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.model.dropout import Dropout
 from bertkit.model.unpad import Unpadding
+
+if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
+    from bertkit.model.bert.config import BertConfig
 
 
 class BertEmbeddings(nn.Module):

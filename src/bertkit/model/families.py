@@ -1,4 +1,4 @@
-"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, XLNet): one registry entry each, declaring
+"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, T5, XLNet, GPT-2, GPT-1): one registry entry each, declaring
 what the family can do.
 
 Callers never name a model class or compare model types: they read config.json's
@@ -39,8 +39,9 @@ The contract of a family (Hugging Face semantics throughout):
 - `generator` ("module:Class", None when the family has none; `can_generate`): the model
   whose `generate(input_ids=, attention_mask=, max_new_tokens=, ...)` returns token ids
   (bertkit.model.generation.GenerationMixin), loaded from any checkpoint of the family
-  by `bertkit generate` and by `predict` on a model without a task file; None for the
-  four encoders here.
+  by `bertkit generate` and by `predict` on a model without a task file (T5's
+  T5ForConditionalGeneration, GPT's *LMHeadModel: one `generate` serves both shapes);
+  None for the encoders.
 Class references are "module:Class" strings, imported on first use (the CLI stays fast).
 """
 
@@ -87,6 +88,9 @@ class ModelFamily:
     # task distillation's student is the teacher's config with fewer `num_hidden_layers`,
     # its layers copied from `encoder.layer.N` (BERT-shaped encoders)
     distillable: bool = True
+    # the model reads words as characters (ELMo's `character_ids`), not the tokenizer's sub-word
+    # ids: callers build its inputs from words (bertkit.data.words) and get one vector per word
+    reads_words: bool = False
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -103,11 +107,17 @@ class ModelFamily:
     def can_generate(self) -> bool:
         return self.generator is not None
 
+    @property
+    def decoder_only(self) -> bool:
+        """A family whose generator continues the text in `input_ids` alone (no encoder inputs:
+        GPT-1, GPT-2): it pre-trains with objective clm and fine-tunes by GPT-1's recipe."""
+        return self.can_generate and "decoder_input_ids" not in self.input_names
+
     def generator_class(self, source: str | Path = "the model"):
         """The family's text-generating model class; a one-line error naming `source` when it has none."""
         if self.generator is None:
             raise BertkitError(f"{source}: {self.model_type} models cannot generate text (an encoder); "
-                               "generation needs a text-to-text model such as T5")
+                               "generation needs a text-to-text model (T5) or a decoder (GPT-2, GPT-1)")
         return _resolve(self.generator)
 
     def config_class(self):
@@ -118,8 +128,9 @@ class ModelFamily:
 
     def task_class(self, task_family: str, source: str | Path = "the model"):
         if task_family not in self.tasks:
+            hint = "; its layers feed a task frozen: add --features scalar_mix (ner, classify)" if not self.tasks else ""
             raise BertkitError(f"{source}: {self.model_type} models have no {task_family} head in bertkit "
-                               f"(available: {', '.join(self.tasks) or 'none'})")
+                               f"(available: {', '.join(self.tasks) or 'none'}){hint}")
         return _resolve(self.tasks[task_family])
 
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
@@ -128,55 +139,75 @@ class ModelFamily:
         return self.mlm
 
 
-_BERT_HEADS = "bertkit.model.task_heads"
+_BERT_HEADS = "bertkit.model.bert.task_heads"
+_GPT = "bertkit.model.gpt"
+GPT_INPUT_NAMES = ("input_ids", "attention_mask", "position_ids")
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
-    "bert": ModelFamily("bert", "bertkit.config:BertConfig", "bertkit.model.bert:BertModel", "bert", {
+    "bert": ModelFamily("bert", "bertkit.model.bert.config:BertConfig", "bertkit.model.bert.modeling:BertModel", "bert", {
         "classification": f"{_BERT_HEADS}:BertForSequenceClassification",
         "tagging": f"{_BERT_HEADS}:BertForTokenClassification",
         "multiple_choice": f"{_BERT_HEADS}:BertForMultipleChoice",
         "qa": f"{_BERT_HEADS}:BertForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.bert:BertForPreTraining", ("cls.predictions.",),
+    }, mlm=MaskedLM("bertkit.model.bert.modeling:BertForPreTraining", ("cls.predictions.",),
                     "a BertForPreTraining or BertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
-    "albert": ModelFamily("albert", "bertkit.model.albert:AlbertConfig", "bertkit.model.albert:AlbertModel", "albert", {
-        "classification": "bertkit.model.albert:AlbertForSequenceClassification",
-        "tagging": "bertkit.model.albert:AlbertForTokenClassification",
-        "multiple_choice": "bertkit.model.albert:AlbertForMultipleChoice",
-        "qa": "bertkit.model.albert:AlbertForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.albert:AlbertForMaskedLM", ("predictions.",),
+    "albert": ModelFamily("albert", "bertkit.model.albert.config:AlbertConfig", "bertkit.model.albert.modeling:AlbertModel", "albert", {
+        "classification": "bertkit.model.albert.modeling:AlbertForSequenceClassification",
+        "tagging": "bertkit.model.albert.modeling:AlbertForTokenClassification",
+        "multiple_choice": "bertkit.model.albert.modeling:AlbertForMultipleChoice",
+        "qa": "bertkit.model.albert.modeling:AlbertForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.albert.modeling:AlbertForMaskedLM", ("predictions.",),
                     "an AlbertForPreTraining or AlbertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
-    "roberta": ModelFamily("roberta", "bertkit.model.roberta:RobertaConfig", "bertkit.model.roberta:RobertaModel",
+    "roberta": ModelFamily("roberta", "bertkit.model.roberta.config:RobertaConfig", "bertkit.model.roberta.modeling:RobertaModel",
                            "roberta", {
-        "classification": "bertkit.model.roberta:RobertaForSequenceClassification",
-        "tagging": "bertkit.model.roberta:RobertaForTokenClassification",
-        "multiple_choice": "bertkit.model.roberta:RobertaForMultipleChoice",
-        "qa": "bertkit.model.roberta:RobertaForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.roberta:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint"),
+        "classification": "bertkit.model.roberta.modeling:RobertaForSequenceClassification",
+        "tagging": "bertkit.model.roberta.modeling:RobertaForTokenClassification",
+        "multiple_choice": "bertkit.model.roberta.modeling:RobertaForMultipleChoice",
+        "qa": "bertkit.model.roberta.modeling:RobertaForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.roberta.modeling:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint"),
         # token types as HF's RobertaModel takes them (one type in RoBERTa's checkpoints: then ignored)
         input_names=ENCODER_INPUT_NAMES),
-    "electra": ModelFamily("electra", "bertkit.model.electra:ElectraConfig", "bertkit.model.electra:ElectraModel",
+    "electra": ModelFamily("electra", "bertkit.model.electra.config:ElectraConfig", "bertkit.model.electra.modeling:ElectraModel",
                            "electra", {
-        "classification": "bertkit.model.electra:ElectraForSequenceClassification",
-        "tagging": "bertkit.model.electra:ElectraForTokenClassification",
-        "multiple_choice": "bertkit.model.electra:ElectraForMultipleChoice",
-        "qa": "bertkit.model.electra:ElectraForQuestionAnswering",
-    }, mlm=MaskedLM("bertkit.model.electra:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
+        "classification": "bertkit.model.electra.modeling:ElectraForSequenceClassification",
+        "tagging": "bertkit.model.electra.modeling:ElectraForTokenClassification",
+        "multiple_choice": "bertkit.model.electra.modeling:ElectraForMultipleChoice",
+        "qa": "bertkit.model.electra.modeling:ElectraForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.electra.modeling:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
                     "MLM head"), input_names=ENCODER_INPUT_NAMES),
-    "t5": ModelFamily("t5", "bertkit.model.t5:T5Config", "bertkit.model.t5:T5Model", "transformer", {
-        "classification": "bertkit.model.t5:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
-        "text2text": "bertkit.model.t5:T5ForConditionalGeneration",  # bertkit.tasks.text2text
+    "t5": ModelFamily("t5", "bertkit.model.t5.config:T5Config", "bertkit.model.t5.modeling:T5Model", "transformer", {
+        "classification": "bertkit.model.t5.modeling:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
+        "text2text": "bertkit.model.t5.modeling:T5ForConditionalGeneration",  # bertkit.tasks.text2text
     },
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
-                      generator="bertkit.model.t5:T5ForConditionalGeneration",
+                      generator="bertkit.model.t5.modeling:T5ForConditionalGeneration",
                       distillable=False),
-    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet_config:XLNetConfig", "bertkit.model.xlnet:XLNetModel",
+    "bart": ModelFamily("bart", "bertkit.model.bart.config:BartConfig", "bertkit.model.bart.modeling:BartModel", "model", {
+        "classification": "bertkit.model.bart.modeling:BartForSequenceClassification",  # the decoder's last EOS state
+        "qa": "bertkit.model.bart.modeling:BartForQuestionAnswering",
+        "text2text": "bertkit.model.bart.modeling:BartForConditionalGeneration",
+    }, input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
+        generator="bertkit.model.bart.modeling:BartForConditionalGeneration", distillable=False),
+    "xlnet": ModelFamily("xlnet", "bertkit.model.xlnet.config:XLNetConfig", "bertkit.model.xlnet.modeling:XLNetModel",
                          "transformer", {
-        "classification": "bertkit.model.xlnet:XLNetForSequenceClassification",
-        "tagging": "bertkit.model.xlnet:XLNetForTokenClassification",
-        "multiple_choice": "bertkit.model.xlnet:XLNetForMultipleChoice",
-        "qa": "bertkit.model.xlnet:XLNetForQuestionAnsweringSimple",
+        "classification": "bertkit.model.xlnet.modeling:XLNetForSequenceClassification",
+        "tagging": "bertkit.model.xlnet.modeling:XLNetForTokenClassification",
+        "multiple_choice": "bertkit.model.xlnet.modeling:XLNetForMultipleChoice",
+        "qa": "bertkit.model.xlnet.modeling:XLNetForQuestionAnsweringSimple",
     }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
+    # decoder-only: token_type_ids are not among the inputs, because GPT looks them up in its token
+    # table and encoder batches hold BERT's 0/1 segment ids there
+    "gpt2": ModelFamily("gpt2", f"{_GPT}.config:GPT2Config", f"{_GPT}.modeling:GPT2Model", "transformer", {
+        "classification": f"{_GPT}.modeling:GPT2ForSequenceClassification",
+    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:GPT2LMHeadModel", distillable=False),
+    "openai-gpt": ModelFamily("openai-gpt", f"{_GPT}.config:OpenAIGPTConfig", f"{_GPT}.modeling:OpenAIGPTModel",
+                              "transformer", {
+        "classification": f"{_GPT}.modeling:OpenAIGPTForSequenceClassification",
+    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:OpenAIGPTLMHeadModel", distillable=False),
+    # a biLM over words' characters: no task heads (its layers feed a task through a scalar mix, `features`)
+    "elmo": ModelFamily("elmo", "bertkit.model.elmo.config:ElmoConfig", "bertkit.model.elmo.modeling:ElmoBiLM", "elmo",
+                        input_names=("character_ids", "attention_mask"), distillable=False, reads_words=True),
 }
 
 
@@ -190,7 +221,9 @@ def read_model_type(directory: str | Path) -> str:
     from bertkit.pretrained_config import read_json_object
 
     if not Path(directory).is_dir():
-        raise BertkitError(f"{directory}: no such model directory")
+        from bertkit.interop.hub_cache import where_models_come_from
+
+        raise BertkitError(where_models_come_from(str(directory)))
     values = read_json_object(Path(directory) / "config.json")
     if prelayernorm.is_hf_config(values):  # a pre-LN BERT or RoBERTa in transformers' layout
         return prelayernorm.native_model_type(values)
@@ -253,6 +286,9 @@ def model_inputs(model: Any, batch: Mapping[str, Any], device: Any = None) -> di
     """The entries of `batch` (a mapping with HF input names) that `model` takes: its
     family's declared `input_names`, those the batch holds, moved to `device` when given.
     `model` may be a model (wrapped or not) or a `ModelFamily`."""
-    family = model if isinstance(model, ModelFamily) else family_of_model(model)
+    if isinstance(model, ModelFamily):
+        names = model.input_names
+    else:  # a model may declare its own inputs (a frozen encoder + tagger reads the given words too)
+        names = getattr(unwrap_model(model), "input_names", None) or family_of_model(model).input_names
     return {name: batch[name] if device is None else batch[name].to(device)
-            for name in family.input_names if name in batch and batch[name] is not None}
+            for name in names if name in batch and batch[name] is not None}

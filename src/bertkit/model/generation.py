@@ -1,33 +1,55 @@
-"""Text generation for encoder-decoder models: `GenerationMixin.generate`.
+"""Text generation for encoder-decoders and decoder-only models: one `GenerationMixin.generate`.
 
-    model = T5ForConditionalGeneration.from_pretrained(DIR).eval()
+    model = T5ForConditionalGeneration.from_pretrained(DIR).eval()     # an encoder-decoder
     ids = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          max_new_tokens=32, num_beams=4)            # (B, T) LongTensor
+    gpt = GPT2LMHeadModel.from_pretrained(DIR).eval()               # a decoder-only model
+    ids = gpt.generate(input_ids=prompts, attention_mask=mask, max_new_tokens=40,
+                       do_sample=True, top_p=0.9, repetition_penalty=1.2, seed=0)
 
-Argument names, defaults and results are transformers' `generate` for an encoder-decoder
-(its GenerationConfig defaults: 20 new tokens, top_k 50, top_p 1.0, temperature 1.0,
-length_penalty 1.0, early_stopping False; T5 checkpoints set only the token ids). Each
-row starts with decoder_start_token_id and is padded with pad_token_id after its EOS.
-Greedy and beam search give transformers' tokens (tests/model/test_t5_generation.py);
+Argument names, defaults and results are transformers' `generate` (its GenerationConfig
+defaults: 20 new tokens, top_k 50, top_p 1.0, temperature 1.0, repetition_penalty 1.0,
+length_penalty 1.0, early_stopping False). Both shapes decode the same way: every row
+starts with a *prompt* and grows by one token a step, and the search (greedy, sampling,
+beam search) never asks which shape it serves:
+- encoder-decoder (`config.is_encoder_decoder`, or a model with `get_encoder`): the
+  encoder runs once; the prompt is the decoder start token; rows come back as
+  [decoder_start_token_id, new tokens...];
+- decoder-only: the prompt is `input_ids` itself; rows come back as [prompt, new
+  tokens...] as transformers returns them. Padded prompts are left-aligned (right
+  padding is moved to the left, so it is accepted too); position ids count from each
+  row's first real token (from the attention mask); a prompt that does not fit the
+  context (`config.position_limit` - max_new_tokens) is cut from the left with a warning.
+Rows are padded with pad_token_id after their EOS. Greedy and beam search give
+transformers' tokens (tests/model/test_t5_generation.py, tests/model/test_gpt_generation.py);
 transformers' beam search pads T5's finished beams with EOS rather than pad (its
 `pad or eos` meets pad id 0) — ours pad with pad_token_id, as greedy does in both.
+Lengths count as transformers counts them: max_length and min_length include the prompt
+(the decoder start token, or the decoder-only prompt's padded width).
 
 The model contract (what `generate` calls):
-- `get_encoder()(input_ids=, attention_mask=)` -> output with `last_hidden_state`
-  (B, S, H); the encoder runs once, before any decoding step;
-- `model(encoder_outputs=, attention_mask=, decoder_input_ids=, past_key_values=,
-  use_cache=)` -> output with `logits` (N, T_new, V) and `past_key_values`: per decoder
-  layer (self_key, self_value, cross_key, cross_value), each (N, heads, length, d_kv).
-  With a cache the model is given only the new decoder token;
-- `config.decoder_start_token_id`, `eos_token_id`, `pad_token_id`.
+- an encoder-decoder: `get_encoder()(input_ids=, attention_mask=)` -> output with
+  `last_hidden_state` (B, S, H); `model(encoder_outputs=, attention_mask=,
+  decoder_input_ids=, past_key_values=, use_cache=)` -> output with `logits` (N, T_new, V)
+  and `past_key_values`: per decoder layer (self_key, self_value, cross_key, cross_value);
+  `config.decoder_start_token_id`;
+- a decoder-only model: `model(input_ids=, attention_mask=, position_ids=,
+  past_key_values=, use_cache=, logits_to_keep=1)` -> `logits` (N, 1, V) and
+  `past_key_values`: per layer (key, value), the mask covering cache + new tokens;
+  `config.position_limit` (None: no limit), `bos_token_id` (the prompt when none is given);
+- both: `config.eos_token_id`, `pad_token_id`; cache tensors (N, heads, length, d), batch
+  first. With a cache the model is given only the new token.
 
 Decoding is vectorized over the batch and the beams: one model call and a fixed handful
-of tensor ops per step, and one host sync (has every row finished?).
+of tensor ops per step, and one host sync (has every row finished?). Stop strings
+(`stop_strings=` with `tokenizer=`, greedy and sampling) decode each running row's last
+tokens on the host each step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,14 +60,15 @@ from bertkit.model import logits_processing as rules
 from bertkit.model.packed_linear import packed_weights
 
 # transformers' default when neither max_new_tokens nor max_length is given: max_length 20
-# *plus* the decoder prompt (generation/utils.py `_prepare_generated_length`), so 20 new tokens
+# *plus* the prompt (generation/utils.py `_prepare_generated_length`), so 20 new tokens
 DEFAULT_MAX_NEW_TOKENS = 20
 _NEG = -1.0e9  # transformers' "impossible" beam score: finite, so sums stay ordered
 
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    """One `generate` call's settings, resolved against the model config and checked."""
+    """One `generate` call's settings, resolved against the model config and checked.
+    prompt_length: tokens every row starts with (1 for an encoder-decoder's start token)."""
 
     max_new_tokens: int
     min_new_tokens: int = 0
@@ -54,26 +77,31 @@ class GenerationSettings:
     temperature: float = 1.0
     top_k: int = 50
     top_p: float = 1.0
+    repetition_penalty: float = 1.0
     length_penalty: float = 1.0
     early_stopping: bool | str = False
     no_repeat_ngram_size: int = 0
     num_return_sequences: int = 1
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
-    decoder_start_token_id: int = 0
+    decoder_start_token_id: int | None = None
+    forced_bos_token_id: int | None = None
+    forced_eos_token_ids: tuple[int, ...] = ()
     use_cache: bool = True
+    prompt_length: int = 1
 
     def __post_init__(self):
         def require(ok: bool, field: str, rule: str):
             if not ok:
                 raise ConfigError(f"{field}: must be {rule}, got {getattr(self, field)!r}")
 
-        require(self.max_new_tokens >= 1, "max_new_tokens", ">= 1 (max_length counts the decoder start token)")
+        require(self.max_new_tokens >= 1, "max_new_tokens", ">= 1 (max_length counts the prompt or start token)")
         require(self.min_new_tokens >= 0, "min_new_tokens", ">= 0")
         require(self.num_beams >= 1, "num_beams", ">= 1")
         require(self.temperature > 0, "temperature", "> 0")
         require(self.top_k >= 0, "top_k", ">= 0 (0: no top-k filter)")
         require(0 < self.top_p <= 1, "top_p", "in (0, 1]")
+        require(self.repetition_penalty > 0, "repetition_penalty", "> 0 (1.0: no penalty; > 1 discourages repeats)")
         require(self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", ">= 0")
         require(self.early_stopping is True or self.early_stopping is False or self.early_stopping == "never",
                 "early_stopping", "True, False or 'never'")
@@ -86,72 +114,183 @@ class GenerationSettings:
 
     @property
     def max_length(self) -> int:
-        """Decoder tokens of a finished row, the start token included."""
-        return 1 + self.max_new_tokens
+        """Tokens of a finished row, the prompt (or start token) included."""
+        return self.prompt_length + self.max_new_tokens
+
+    @property
+    def fill_token_id(self) -> int:
+        """What fills a row after its end: pad, else the start token, else 0."""
+        for token in (self.pad_token_id, self.decoder_start_token_id):
+            if token is not None:
+                return token
+        return 0
 
 
-def resolve_settings(config: Any, max_new_tokens: int | None = None, max_length: int | None = None,
-                     min_new_tokens: int | None = None, min_length: int | None = None,
+def resolve_settings(config: Any, prompt_length: int = 1, max_new_tokens: int | None = None,
+                     max_length: int | None = None, min_new_tokens: int | None = None, min_length: int | None = None,
                      eos_token_id: int | list[int] | None = None, pad_token_id: int | None = None,
-                     decoder_start_token_id: int | None = None, **options: Any) -> GenerationSettings:
+                     decoder_start_token_id: int | None = None, encoder_decoder: bool = True,
+                     **options: Any) -> GenerationSettings:
     """`generate`'s keyword arguments -> settings; token ids default to the model config's.
 
-    Lengths as transformers counts them for an encoder-decoder: max_length and min_length
-    include the decoder start token; max_new_tokens wins over max_length, min_new_tokens
+    Lengths as transformers counts them: max_length and min_length include the prompt
+    (`prompt_length`: the decoder start token of an encoder-decoder, the prompt's padded
+    width of a decoder-only model); max_new_tokens wins over max_length, min_new_tokens
     over min_length; neither length given: 20 new tokens."""
     if max_new_tokens is None:
-        max_new_tokens = max_length - 1 if max_length is not None else DEFAULT_MAX_NEW_TOKENS
-    min_new = min_new_tokens if min_new_tokens is not None else max(0, (min_length or 0) - 1)
+        max_new_tokens = max_length - prompt_length if max_length is not None else DEFAULT_MAX_NEW_TOKENS
+    min_new = min_new_tokens if min_new_tokens is not None else max(0, (min_length or 0) - prompt_length)
     eos = eos_token_id if eos_token_id is not None else getattr(config, "eos_token_id", None)
     eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (() if eos is None else (int(eos),))
     pad = pad_token_id if pad_token_id is not None else getattr(config, "pad_token_id", None)
     if pad is None and eos_ids:
         pad = eos_ids[0]  # as transformers: finished rows are padded with EOS
-    start = decoder_start_token_id if decoder_start_token_id is not None else \
-        getattr(config, "decoder_start_token_id", None)
-    if start is None:
-        start = pad
-    if start is None:
-        raise ConfigError("decoder_start_token_id: not set (neither given nor in the model config)")
+    start = None
+    if encoder_decoder:
+        start = decoder_start_token_id if decoder_start_token_id is not None else \
+            getattr(config, "decoder_start_token_id", None)
+        if start is None:
+            start = pad
+        if start is None:
+            raise ConfigError("decoder_start_token_id: not set (neither given nor in the model config)")
+    for name in ("forced_bos_token_id", "forced_eos_token_id"):  # BART's config sets them (logits_processing)
+        options.setdefault(name, getattr(config, name, None))
+    forced_eos = options.pop("forced_eos_token_id")
+    options["forced_eos_token_ids"] = tuple(forced_eos) if isinstance(forced_eos, (list, tuple)) else (
+        () if forced_eos is None else (int(forced_eos),))
     unknown = set(options) - {f.name for f in dataclasses.fields(GenerationSettings)}
     if unknown:
         raise ConfigError(f"{sorted(unknown)[0]}: not a generate() argument")
     return GenerationSettings(max_new_tokens=max_new_tokens, min_new_tokens=min_new, eos_token_ids=eos_ids,
-                              pad_token_id=pad, decoder_start_token_id=start, **options)
+                              pad_token_id=pad, decoder_start_token_id=start, prompt_length=prompt_length, **options)
+
+
+def is_encoder_decoder(model: Any) -> bool:
+    """transformers' `config.is_encoder_decoder`; without that field, whether the model has an encoder."""
+    return bool(getattr(model.config, "is_encoder_decoder", hasattr(model, "get_encoder")))
 
 
 class GenerationMixin:
-    """`generate` for an encoder-decoder model (see the module docstring for the contract)."""
+    """`generate` for an encoder-decoder or a decoder-only model (see the module docstring)."""
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None, *,
                  encoder_outputs: Any = None, generator: torch.Generator | None = None, seed: int | None = None,
-                 **options: Any) -> torch.Tensor:
-        """Generated token ids (B * num_return_sequences, T), long, on the model's device.
+                 stop_strings: str | list[str] | None = None, tokenizer: Any = None,
+                 return_dict_in_generate: bool = False, **options: Any) -> torch.Tensor | GenerateOutput:
+        """Generated token ids (B * num_return_sequences, T), long, on the model's device:
+        the prompt (decoder-only) or the decoder start token (encoder-decoder), then the
+        new tokens, pad after EOS.
 
-        input_ids / attention_mask: (B, S) the encoder's inputs (or `encoder_outputs`).
-        Options (transformers' names and defaults): max_new_tokens (20), max_length,
-        min_new_tokens, min_length, num_beams (1), do_sample (False), temperature (1.0),
-        top_k (50), top_p (1.0), length_penalty (1.0), early_stopping (False / True /
-        "never"), no_repeat_ngram_size (0), num_return_sequences (1), eos_token_id,
-        pad_token_id, decoder_start_token_id, use_cache (True).
-        Sampling draws from `generator`, or one seeded with `seed`, else torch's global RNG."""
-        settings = resolve_settings(self.config, **options)
-        if encoder_outputs is None:
-            if input_ids is None:
-                raise ConfigError("input_ids: required (or encoder_outputs)")
-            encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        states = encoder_outputs.last_hidden_state
-        if attention_mask is None:
-            attention_mask = torch.ones(states.shape[:2], dtype=torch.long, device=states.device)
+        input_ids / attention_mask: (B, S) the prompt (decoder-only; 1 = real token) or the
+        encoder's inputs (or `encoder_outputs`). Options (transformers' names and defaults):
+        max_new_tokens (20), max_length, min_new_tokens, min_length, num_beams (1),
+        do_sample (False), temperature (1.0), top_k (50), top_p (1.0), repetition_penalty
+        (1.0; over the prompt's real tokens and the new ones), length_penalty (1.0),
+        early_stopping (False / True / "never"), no_repeat_ngram_size (0),
+        num_return_sequences (1), eos_token_id, pad_token_id, decoder_start_token_id,
+        forced_bos_token_id, forced_eos_token_id (the last three default to the model config's:
+        BART's EOS start and forced tokens),
+        use_cache (True); stop_strings with `tokenizer` (anything with `decode(ids)`): a
+        row ends when its text comes to contain one (the stop string is kept).
+        Sampling draws from `generator`, or one seeded with `seed`, else torch's global RNG.
+        return_dict_in_generate: a `GenerateOutput` (sequences and the prompt's length in
+        them: the new tokens are sequences[:, prompt_length:]) instead of the tensor."""
+        if is_encoder_decoder(self):
+            settings = resolve_settings(self.config, 1, **options)
+            decoder, prompt, prompt_mask = _seq2seq_start(self, input_ids, attention_mask, encoder_outputs, settings)
+        else:
+            if encoder_outputs is not None:
+                raise ConfigError("encoder_outputs: a decoder-only model has no encoder")
+            prompt, prompt_mask = _decoder_prompt(self.config, input_ids, attention_mask)
+            settings = resolve_settings(self.config, prompt.shape[1], encoder_decoder=False, **options)
+            prompt, prompt_mask, settings = fit_context(prompt, prompt_mask, settings,
+                                                        getattr(self.config, "position_limit", None))
+            copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
+            decoder = CausalDecoder(self, prompt_mask, settings.max_length, settings.use_cache, copies)
         if seed is not None and generator is None:
-            generator = torch.Generator(states.device).manual_seed(seed)
-        copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
-        decoder = CachedDecoder(self, encoder_outputs, attention_mask, settings.use_cache, copies)
+            generator = torch.Generator(prompt.device).manual_seed(seed)
+        stops = StopStrings(stop_strings, tokenizer) if stop_strings is not None else None
+        if stops is not None and settings.num_beams > 1:
+            raise ConfigError("stop_strings: supported with greedy decoding and sampling (num_beams 1)")
         with packed_weights():  # the decoding steps' few rows: oneDNN's packed weights (bertkit.model.packed_linear)
             if settings.num_beams > 1:
-                return beam_search(decoder, states.shape[0], settings, generator)
-            return greedy_or_sample(decoder, states.shape[0] * copies, settings, generator)
+                sequences = beam_search(decoder, prompt, prompt_mask, settings, generator)
+            else:
+                copies = settings.num_return_sequences
+                sequences = greedy_or_sample(decoder, prompt.repeat_interleave(copies, dim=0),
+                                             prompt_mask.repeat_interleave(copies, dim=0), settings, generator, stops)
+        return GenerateOutput(sequences, settings.prompt_length) if return_dict_in_generate else sequences
+
+
+@dataclass
+class GenerateOutput:
+    """`generate(..., return_dict_in_generate=True)`: sequences (N, T) as `generate` returns
+    them and prompt_length, the tokens each row starts with (the decoder start token of an
+    encoder-decoder, the left-aligned, possibly cut prompt of a decoder-only model)."""
+
+    sequences: torch.Tensor
+    prompt_length: int
+
+    @property
+    def new_tokens(self) -> torch.Tensor:
+        """(N, T - prompt_length): what was generated."""
+        return self.sequences[:, self.prompt_length:]
+
+
+def _seq2seq_start(model: Any, input_ids, attention_mask, encoder_outputs, settings: GenerationSettings):
+    """An encoder-decoder's first state: the encoder run once; the prompt is the start token."""
+    if encoder_outputs is None:
+        if input_ids is None:
+            raise ConfigError("input_ids: required (or encoder_outputs)")
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+    states = encoder_outputs.last_hidden_state
+    if attention_mask is None:
+        attention_mask = torch.ones(states.shape[:2], dtype=torch.long, device=states.device)
+    copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
+    decoder = Seq2SeqDecoder(model, encoder_outputs, attention_mask, settings.use_cache, copies)
+    prompt = torch.full((states.shape[0], 1), settings.decoder_start_token_id, dtype=torch.long, device=states.device)
+    return decoder, prompt, torch.ones_like(prompt, dtype=torch.bool)
+
+
+def _decoder_prompt(config: Any, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None):
+    """A decoder-only model's prompt, left-aligned: (ids (B, P) long, mask (B, P) bool).
+
+    No input_ids: the BOS token alone (transformers'). Right-padded rows are moved to the
+    right end (their padding to the left); a row without a real token is an error."""
+    if input_ids is None:
+        bos = getattr(config, "bos_token_id", None)
+        if bos is None:
+            raise ConfigError("input_ids: required (the model config has no bos_token_id to start from)")
+        input_ids = torch.tensor([[bos]], dtype=torch.long)
+    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+        raise ConfigError(f"input_ids: an empty prompt (shape {tuple(input_ids.shape)}); give at least one token")
+    mask = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    empty = (~mask.any(dim=1)).nonzero()
+    if empty.numel():
+        raise ConfigError(f"input_ids: row {int(empty[0])} is an empty prompt (no real token in attention_mask)")
+    if not bool(mask[:, -1].all()):  # right padding somewhere: real tokens to the right end, order kept
+        order = torch.sort(mask.to(torch.int8), dim=1, stable=True).indices
+        input_ids, mask = input_ids.gather(1, order), mask.gather(1, order)
+    return input_ids, mask
+
+
+def fit_context(prompt: torch.Tensor, prompt_mask: torch.Tensor, settings: GenerationSettings,
+                limit: int | None) -> tuple[torch.Tensor, torch.Tensor, GenerationSettings]:
+    """The prompt cut from the left, with a warning, so that prompt + max_new_tokens fit
+    the model's `limit` positions; an error when max_new_tokens alone does not."""
+    if limit is None or settings.max_length <= limit:
+        return prompt, prompt_mask, settings
+    keep = limit - settings.max_new_tokens
+    if keep < 1:
+        raise ConfigError(f"max_new_tokens: {settings.max_new_tokens} leaves no room for a prompt in the model's "
+                          f"context of {limit} positions")
+    longest = int(prompt_mask.sum(dim=1).max())
+    if longest > keep:
+        warnings.warn(f"prompt of {longest} tokens cut to its last {keep}: the context holds {limit} positions, "
+                      f"{settings.max_new_tokens} of them for new tokens", UserWarning, stacklevel=3)
+    prompt, prompt_mask = prompt[:, -keep:], prompt_mask[:, -keep:]
+    return prompt, prompt_mask, dataclasses.replace(settings, prompt_length=prompt.shape[1])
 
 
 def _repeat_rows(encoder_outputs: Any, copies: int) -> Any:
@@ -163,37 +302,33 @@ def _repeat_rows(encoder_outputs: Any, copies: int) -> Any:
 
 
 class CachedDecoder:
-    """The decoder run one step at a time over fixed encoder states, carrying the KV cache.
+    """The model run one step at a time, carrying the KV cache: what both shapes share.
 
     Each input's hypotheses (beams, returned samples) are `copies` consecutive rows. They
-    all begin with the start token, so with the cache the first step runs once per input
-    and its cache rows are copied: the cross-attention keys and values over the encoder
-    states (the first step's main cost) are computed once per input, not once per beam."""
+    all begin with the same prompt, so with the cache the first step runs once per input
+    and its cache rows are copied: the prompt's keys and values (an encoder-decoder's
+    cross-attention over the encoder states, a decoder-only model's prompt) are computed
+    once per input, not once per beam. Subclasses make the model call (`step`)."""
 
-    def __init__(self, model: Any, encoder_outputs: Any, attention_mask: torch.Tensor, use_cache: bool,
-                 copies: int = 1):
-        self.model, self.use_cache, self.copies = model, use_cache, copies
-        self.encoder_outputs = _repeat_rows(encoder_outputs, copies)
-        self.attention_mask = attention_mask.repeat_interleave(copies, dim=0)
-        self.first_step = (encoder_outputs, attention_mask) if use_cache and copies > 1 else None
+    def __init__(self, model: Any, use_cache: bool, copies: int, device: torch.device):
+        self.model, self.use_cache, self.copies, self.device = model, use_cache, copies, device
         self.past = None
 
-    @property
-    def device(self) -> torch.device:
-        return self.attention_mask.device
+    def step(self, new_tokens: torch.Tensor, length: int, past: Any, per_input: bool) -> Any:
+        """The model on `new_tokens` (N, n), the last n of `length` tokens a row, after the
+        cache `past`; `per_input`: one row per input (the shared first step). -> its output."""
+        raise NotImplementedError
 
     def next_logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """(N, V) float32 scores of the token after `tokens` (N, L)."""
-        if self.first_step is not None:  # one row per input, then copied (class docstring)
-            (encoder_outputs, attention_mask), self.first_step = self.first_step, None
-            out = self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                             decoder_input_ids=tokens[::self.copies], use_cache=True)
+        length = tokens.shape[1]
+        if self.past is None and self.use_cache and self.copies > 1:  # one row per input, then copied
+            out = self.step(tokens[::self.copies], length, None, per_input=True)
             self.past = tuple(tuple(t.repeat_interleave(self.copies, dim=0) for t in layer)
                               for layer in out.past_key_values)
             return out.logits[:, -1].float().repeat_interleave(self.copies, dim=0)
         new = tokens[:, -1:] if self.past is not None else tokens
-        out = self.model(encoder_outputs=self.encoder_outputs, attention_mask=self.attention_mask,
-                         decoder_input_ids=new, past_key_values=self.past, use_cache=self.use_cache)
+        out = self.step(new, length, self.past, per_input=False)
         if self.use_cache:
             self.past = out.past_key_values
         return out.logits[:, -1].float()
@@ -201,21 +336,91 @@ class CachedDecoder:
     def reorder(self, rows: torch.Tensor) -> None:
         """Keep the cache rows `rows` (N,) in that order (beam search).
 
-        Only the self-attention tensors move: a beam is only ever replaced by a beam of the
-        same input, whose cross-attention keys and values are the same encoder states'."""
+        Only the self-attention tensors (each layer's first two) move: a beam is only ever
+        replaced by a beam of the same input, whose cross-attention keys and values (an
+        encoder-decoder's last two) are the same encoder states'."""
         if self.past is not None:
             self.past = tuple((k.index_select(0, rows), v.index_select(0, rows), *cross)
                               for k, v, *cross in self.past)
 
 
-def process_scores(scores: torch.Tensor, tokens: torch.Tensor, settings: GenerationSettings,
+class Seq2SeqDecoder(CachedDecoder):
+    """An encoder-decoder's decoder over fixed encoder states."""
+
+    def __init__(self, model: Any, encoder_outputs: Any, attention_mask: torch.Tensor, use_cache: bool,
+                 copies: int = 1):
+        super().__init__(model, use_cache, copies, attention_mask.device)
+        self.per_input = (encoder_outputs, attention_mask)
+        self.per_row = (_repeat_rows(encoder_outputs, copies), attention_mask.repeat_interleave(copies, dim=0))
+
+    def step(self, new_tokens, length, past, per_input):
+        encoder_outputs, attention_mask = self.per_input if per_input else self.per_row
+        return self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                          decoder_input_ids=new_tokens, past_key_values=past, use_cache=self.use_cache)
+
+
+class CausalDecoder(CachedDecoder):
+    """A decoder-only model over its prompt: the attention mask covers the prompt (its left
+    padding masked) and every new token; position ids count real tokens from each row's
+    first (transformers': cumsum of the mask - 1, 0 at padding)."""
+
+    def __init__(self, model: Any, prompt_mask: torch.Tensor, max_length: int, use_cache: bool, copies: int = 1):
+        super().__init__(model, use_cache, copies, prompt_mask.device)
+        mask = torch.ones(prompt_mask.shape[0], max_length, dtype=torch.long, device=prompt_mask.device)
+        mask[:, :prompt_mask.shape[1]] = prompt_mask.long()
+        positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
+        self.padded = not bool(prompt_mask.all())
+        self.per_input = (mask, positions)
+        self.per_row = (mask.repeat_interleave(copies, dim=0), positions.repeat_interleave(copies, dim=0))
+
+    def step(self, new_tokens, length, past, per_input):
+        mask, positions = self.per_input if per_input else self.per_row
+        count = new_tokens.shape[1]
+        return self.model(input_ids=new_tokens, attention_mask=mask[:, :length] if self.padded else None,
+                          position_ids=positions[:, length - count:length], past_key_values=past,
+                          use_cache=self.use_cache, logits_to_keep=1)
+
+
+class StopStrings:
+    """`stop_strings`: a row ends when the text of its last tokens comes to contain one of
+    them, overlapping the newest token (transformers' StopStringCriteria: a stop string
+    already in the prompt does not end anything)."""
+
+    def __init__(self, strings: str | list[str], tokenizer: Any):
+        strings = [strings] if isinstance(strings, str) else list(strings)
+        if not strings or not all(isinstance(s, str) and s for s in strings):
+            raise ConfigError(f"stop_strings: must be non-empty strings, got {strings!r}")
+        if tokenizer is None or not hasattr(tokenizer, "decode"):
+            raise ConfigError("stop_strings: needs tokenizer= (the stop strings are matched in decoded text)")
+        self.strings, self.tokenizer = strings, tokenizer
+        self.window = 4 * max(len(s) for s in strings) + 1  # tokens holding any stop string (>= 1 byte a token)
+
+    def ended(self, tokens: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+        """(N,) bool: the running rows of tokens (N, L) whose newest token completes a stop string."""
+        hits = torch.zeros_like(running)
+        for row in running.nonzero().flatten().tolist():
+            ids = tokens[row, -self.window:].tolist()
+            before, now = self.tokenizer.decode(ids[:-1]), self.tokenizer.decode(ids)
+            hits[row] = any(s in now[max(0, len(before) - len(s) + 1):] for s in self.strings)
+        return hits
+
+
+def process_scores(scores: torch.Tensor, tokens: torch.Tensor, counted: torch.Tensor, settings: GenerationSettings,
                    eos_ids: torch.Tensor, min_keep: int) -> torch.Tensor:
     """One step's score rules (bertkit.model.logits_processing) in transformers' order.
-    tokens: (N, L) the hypotheses so far; min_keep: tokens the sampling filters keep."""
+    tokens: (N, L) the hypotheses so far, prompt included; counted: (N, L) bool, the
+    positions the repetition penalty reads (not the prompt's padding); min_keep: tokens
+    the sampling filters keep."""
+    if settings.repetition_penalty != 1.0:
+        scores = rules.penalize_repetitions(scores, tokens, settings.repetition_penalty, counted)
     if settings.no_repeat_ngram_size:
         scores = rules.ban_repeated_ngrams(scores, tokens, settings.no_repeat_ngram_size)
-    if eos_ids.numel() and tokens.shape[1] - 1 < settings.min_new_tokens:
+    if eos_ids.numel() and tokens.shape[1] - settings.prompt_length < settings.min_new_tokens:
         scores = rules.ban_eos(scores, eos_ids)
+    if settings.forced_bos_token_id is not None and tokens.shape[1] == settings.prompt_length:
+        scores = rules.force_token(scores, torch.tensor([settings.forced_bos_token_id], device=scores.device))
+    if settings.forced_eos_token_ids and tokens.shape[1] == settings.max_length - 1:
+        scores = rules.force_token(scores, torch.tensor(settings.forced_eos_token_ids, device=scores.device))
     if settings.do_sample:
         if settings.temperature != 1.0:
             scores = rules.scale_temperature(scores, settings.temperature)
@@ -226,54 +431,72 @@ def process_scores(scores: torch.Tensor, tokens: torch.Tensor, settings: Generat
     return scores
 
 
-def greedy_or_sample(decoder: CachedDecoder, rows: int, settings: GenerationSettings,
-                     generator: torch.Generator | None) -> torch.Tensor:
-    """Greedy decoding (argmax) or sampling, `rows` hypotheses at once -> (rows, T) long."""
-    device = decoder.device
-    eos_ids = torch.tensor(settings.eos_token_ids, dtype=torch.long, device=device)
-    tokens = torch.full((rows, settings.max_length), settings.pad_token_id if settings.pad_token_id is not None
-                        else settings.decoder_start_token_id, dtype=torch.long, device=device)
-    tokens[:, 0] = settings.decoder_start_token_id
-    running = torch.ones(rows, dtype=torch.bool, device=device)
-    length = 1
+def _start_rows(prompt: torch.Tensor, prompt_mask: torch.Tensor, settings: GenerationSettings
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, max_length) tokens holding the prompt then the fill token, and the positions
+    the repetition penalty reads (the prompt's real tokens and every new one)."""
+    rows, length = prompt.shape
+    tokens = torch.full((rows, settings.max_length), settings.fill_token_id, dtype=torch.long, device=prompt.device)
+    tokens[:, :length] = prompt
+    counted = torch.ones(rows, settings.max_length, dtype=torch.bool, device=prompt.device)
+    counted[:, :length] = prompt_mask
+    return tokens, counted
+
+
+def greedy_or_sample(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch.Tensor,
+                     settings: GenerationSettings, generator: torch.Generator | None,
+                     stops: StopStrings | None = None) -> torch.Tensor:
+    """Greedy decoding (argmax) or sampling from prompt (rows, P), every hypothesis at
+    once -> (rows, T) long, the prompt first."""
+    eos_ids = torch.tensor(settings.eos_token_ids, dtype=torch.long, device=decoder.device)
+    tokens, counted = _start_rows(prompt, prompt_mask, settings)
+    running = torch.ones(prompt.shape[0], dtype=torch.bool, device=decoder.device)
+    stoppable = bool(eos_ids.numel()) or stops is not None
+    length = settings.prompt_length
     while length < settings.max_length:
-        scores = process_scores(decoder.next_logits(tokens[:, :length]), tokens[:, :length], settings, eos_ids, 1)
+        scores = process_scores(decoder.next_logits(tokens[:, :length]), tokens[:, :length], counted[:, :length],
+                                settings, eos_ids, 1)
         if settings.do_sample:
             chosen = torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(1)
         else:
             chosen = scores.argmax(dim=-1)
-        if eos_ids.numel():
-            chosen = torch.where(running, chosen, settings.pad_token_id)
-            running &= ~torch.isin(chosen, eos_ids)
+        if stoppable:
+            chosen = torch.where(running, chosen, settings.fill_token_id)
         tokens[:, length] = chosen
         length += 1
-        if eos_ids.numel() and not running.any():
+        if eos_ids.numel():
+            running &= ~torch.isin(chosen, eos_ids)
+        if stops is not None:
+            running &= ~stops.ended(tokens[:, :length], running)
+        if stoppable and not running.any():
             break
     return tokens[:, :length]
 
 
-def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings,
-                generator: torch.Generator | None) -> torch.Tensor:
-    """Beam search (with sampling when settings.do_sample) as transformers' `_beam_search`.
+def beam_search(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch.Tensor,
+                settings: GenerationSettings, generator: torch.Generator | None) -> torch.Tensor:
+    """Beam search (with sampling when settings.do_sample) as transformers' `_beam_search`,
+    from prompt (batch, P), one row per input.
 
     Per input, `num_beams` running hypotheses and the `num_beams` best finished ones. Each
     step takes the top `candidates` = 2 * num_beams continuations over all beams (more
     than num_beams, so that enough survive when some end with EOS); those that end
     (EOS, or max_length) compete for the finished slots with score sum(log p) / len **
-    length_penalty (len: tokens after the start token), the best others run on.
+    length_penalty (len: new tokens), the best others run on.
     Stopping per input (early_stopping): True — as soon as num_beams hypotheses are
     finished; False — when the best running score divided by its current length could
     not beat the worst finished one; "never" — as False, but with a positive
-    length_penalty the running score is divided by max_length's length (the best it
-    could get). -> (batch * num_return_sequences, T) long, best first."""
+    length_penalty the running score is divided by max_new_tokens (the best it could
+    get). -> (batch * num_return_sequences, T) long, best first, the prompt first."""
     beams, device = settings.num_beams, decoder.device
+    batch, prompt_length = prompt.shape
     eos_ids = torch.tensor(settings.eos_token_ids, dtype=torch.long, device=device)
     candidates = max(2, 1 + len(settings.eos_token_ids)) * beams
     max_length = settings.max_length
-    fill = settings.pad_token_id if settings.pad_token_id is not None else settings.decoder_start_token_id
 
-    running = torch.full((batch, beams, max_length), fill, dtype=torch.long, device=device)
-    running[:, :, 0] = settings.decoder_start_token_id
+    start, start_counted = _start_rows(prompt, prompt_mask, settings)
+    running = start[:, None, :].repeat(1, beams, 1)  # (batch, beams, max_length)
+    counted = start_counted.repeat_interleave(beams, dim=0)  # (batch * beams, max_length): same for every beam
     running_scores = torch.zeros(batch, beams, device=device)
     running_scores[:, 1:] = _NEG  # all beams start equal: let only the first one expand
     finished = running.clone()
@@ -284,11 +507,12 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
     first_beams = torch.arange(candidates, device=device) < beams  # only these may enter the finished set
     row_offsets = torch.arange(batch, device=device)[:, None] * beams
 
-    length = 1  # tokens in every running hypothesis
+    length = prompt_length  # tokens in every running hypothesis
     while True:
         flat = running[:, :, :length].reshape(batch * beams, length)
         log_probs = decoder.next_logits(flat).log_softmax(dim=-1)
-        log_probs = process_scores(log_probs, flat, settings, eos_ids, len(settings.eos_token_ids) + 1)
+        log_probs = process_scores(log_probs, flat, counted[:, :length], settings, eos_ids,
+                                   len(settings.eos_token_ids) + 1)
         vocab = log_probs.shape[-1]
         # in place: log_probs is this step's own (B * beams, V) tensor; a second one of that size costs a pass
         totals = log_probs.view(batch, beams, vocab).add_(running_scores[:, :, None]).view(batch, beams * vocab)
@@ -312,8 +536,9 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
         kept_source = source_beam.gather(1, keep)
 
         # ending continuations among the first `beams` candidates join the finished ones if better
+        new_tokens = length + 1 - prompt_length
         just_finished = ends & first_beams[None, :]
-        scores = top_scores / (length ** settings.length_penalty)
+        scores = top_scores / (new_tokens ** settings.length_penalty)
         if settings.early_stopping is True:
             scores = scores + (is_finished.all(dim=-1, keepdim=True)).float() * _NEG
         scores = scores + (~improvable).float() * _NEG
@@ -322,7 +547,7 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
         best = torch.topk(merged_scores, beams, dim=-1).indices
         finished = torch.cat((finished, cand_sequences), dim=1).gather(1, best[:, :, None].expand(-1, -1, max_length))
         finished_scores = merged_scores.gather(1, best)
-        new_lengths = torch.full_like(top_scores, length, dtype=torch.long)
+        new_lengths = torch.full_like(top_scores, new_tokens, dtype=torch.long)
         finished_lengths = torch.cat((finished_lengths, new_lengths), dim=1).gather(1, best)
         is_finished = torch.cat((is_finished, just_finished), dim=1).gather(1, best)
 
@@ -336,9 +561,9 @@ def beam_search(decoder: CachedDecoder, batch: int, settings: GenerationSettings
             break
 
     returned = settings.num_return_sequences
-    out_length = 1 + int(finished_lengths[:, :returned].max())
+    out_length = prompt_length + int(finished_lengths[:, :returned].max())
     sequences = finished[:, :returned, :out_length].reshape(batch * returned, out_length)
-    return _pad_after_eos(sequences, eos_ids, settings.pad_token_id)
+    return _pad_after_eos(sequences, eos_ids, settings.pad_token_id, prompt_length)
 
 
 def _may_improve(running_scores: torch.Tensor, finished_scores: torch.Tensor, is_finished: torch.Tensor,
@@ -346,19 +571,20 @@ def _may_improve(running_scores: torch.Tensor, finished_scores: torch.Tensor, is
     """(batch, 1) bool: could the best running beam still beat a finished one (the early
     stopping heuristic of `beam_search`'s docstring, as transformers')."""
     if settings.early_stopping == "never" and settings.length_penalty > 0.0:
-        best_length = settings.max_length - 1
+        best_length = settings.max_new_tokens
     else:
-        best_length = length - 1
+        best_length = length - settings.prompt_length
     best_running = running_scores[:, :1] / (best_length ** settings.length_penalty)
     worst_finished = torch.where(is_finished, finished_scores.min(dim=1, keepdim=True).values, _NEG)
     return (best_running > worst_finished).any(dim=-1, keepdim=True)
 
 
-def _pad_after_eos(sequences: torch.Tensor, eos_ids: torch.Tensor, pad_token_id: int | None) -> torch.Tensor:
-    """Every token after a row's first EOS (the start token aside) set to pad."""
+def _pad_after_eos(sequences: torch.Tensor, eos_ids: torch.Tensor, pad_token_id: int | None,
+                   prompt_length: int = 1) -> torch.Tensor:
+    """Every token after a row's first new EOS set to pad (an EOS in the prompt ends nothing)."""
     if pad_token_id is None or not eos_ids.numel():
         return sequences
     is_eos = torch.isin(sequences, eos_ids)
-    is_eos[:, 0] = False
+    is_eos[:, :prompt_length] = False
     after = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
     return sequences.masked_fill(after, pad_token_id)

@@ -7,13 +7,17 @@ chunk while each chunk is in cache (see its docstring for the maths and the gain
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.memory import empty_large
+
+if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
+    from bertkit.model.bert.config import BertConfig
 
 
 class BertPooler(nn.Module):

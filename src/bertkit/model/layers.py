@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.model.attention import BertAttention, BertSublayerOutput
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
+
+if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
+    from bertkit.model.bert.config import BertConfig
 
 ACTIVATIONS = {
     "gelu": F.gelu,  # exact x * Phi(x)

@@ -6,17 +6,36 @@ Python loop over hypotheses, so a step costs the same few kernels at any batch s
 The rules and their order are transformers' (`generation/logits_process.py`), so
 greedy and beam outputs match its `generate`:
 
-  1. `ban_repeated_ngrams`  no_repeat_ngram_size: an n-gram may occur once per hypothesis
-  2. `ban_eos`              min_new_tokens: no EOS before that many new tokens
+  1. `penalize_repetitions` repetition_penalty: tokens already in the hypothesis less likely
+  2. `ban_repeated_ngrams`  no_repeat_ngram_size: an n-gram may occur once per hypothesis
+  3. `ban_eos`              min_new_tokens: no EOS before that many new tokens
+  4. `force_token`          forced_bos_token_id as the first new token, forced_eos_token_id
+                            as the last one max_length allows (BART's config sets both)
   then, when sampling only:
-  3. `scale_temperature`    scores / temperature
-  4. `keep_top_k`           the k best tokens
-  5. `keep_top_p`           the smallest set of best tokens whose probability reaches p
+  5. `scale_temperature`    scores / temperature
+  6. `keep_top_k`           the k best tokens
+  7. `keep_top_p`           the smallest set of best tokens whose probability reaches p
 """
 
 from __future__ import annotations
 
 import torch
+
+
+def penalize_repetitions(scores: torch.Tensor, tokens: torch.Tensor, penalty: float,
+                         counted: torch.Tensor | None = None) -> torch.Tensor:
+    """Every token that occurs in its hypothesis made less likely (penalty > 1): its score
+    divided by `penalty` when positive, multiplied when negative (CTRL's rule, transformers').
+
+    tokens: (N, L) the hypothesis so far, prompt included; counted: (N, L) bool, the
+    positions that count (False: the prompt's padding, as transformers skips it)."""
+    vocab = scores.shape[-1]
+    if counted is not None and not bool(counted.all()):
+        tokens = tokens.masked_fill(~counted, vocab)  # a column past the vocabulary, dropped below
+        scores = torch.cat((scores, scores.new_zeros(scores.shape[0], 1)), dim=1)
+    seen = scores.gather(1, tokens)
+    seen = torch.where(seen < 0, seen * penalty, seen / penalty)
+    return scores.scatter(1, tokens, seen)[:, :vocab]
 
 
 def ban_repeated_ngrams(scores: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor:
@@ -41,6 +60,13 @@ def ban_eos(scores: torch.Tensor, eos_token_ids: torch.Tensor) -> torch.Tensor:
     scores = scores.clone()
     scores[:, eos_token_ids] = float("-inf")
     return scores
+
+
+def force_token(scores: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """Only `token_ids` (E,) long possible, at score 0 (transformers' forced BOS / EOS rules)."""
+    forced = torch.full_like(scores, float("-inf"))
+    forced[:, token_ids] = 0.0
+    return forced
 
 
 def scale_temperature(scores: torch.Tensor, temperature: float) -> torch.Tensor:

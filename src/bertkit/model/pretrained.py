@@ -84,7 +84,9 @@ class PreTrainedModel(nn.Module):
         mismatch always raises. `config` replaces the directory's config.json (e.g. one
         with a task's label map)."""
         from bertkit.interop.hf import load_pretrained_weights
+        from bertkit.interop.hub_cache import resolve_model_dir
 
+        directory = resolve_model_dir(directory)  # a folder, or a Hugging Face id in the local cache
         config = config if config is not None else cls.config_class.from_pretrained(directory)
         model = cls(config)
         model.loading_info = load_pretrained_weights(model, Path(directory), strict=strict)

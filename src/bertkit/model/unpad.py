@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -55,6 +56,16 @@ class Unpadding:
         indices = real.reshape(-1).nonzero().squeeze(1)  # (N,)
         key_mask = None if indices.numel() == real.numel() else real[:, None, None, :]  # (B, 1, 1, T)
         return cls(indices, indices // seq_len, indices % seq_len, key_mask, batch_size, seq_len)
+
+    @cached_property
+    def offsets(self) -> torch.Tensor:
+        """(B + 1,) int64: sequence b's packed rows are [offsets[b], offsets[b + 1]) (the
+        cumulative sequence lengths of variable-length attention kernels)."""
+        if self.key_mask is None:  # no padding: every row full
+            lengths = self.indices.new_full((self.batch_size,), self.seq_len)
+        else:  # counted on the device: no read of the lengths
+            lengths = self.key_mask.view(self.batch_size, self.seq_len).sum(1)
+        return torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
 
     @property
     def num_tokens(self) -> int:
@@ -138,6 +149,6 @@ class UnpadSwitch:
         """This call's unpadding, or None for the padded path. `unpad` (the call's argument)
         overrides the attribute when not None. Never with output_attentions (the padded path
         computes the probabilities) nor for an encoder without the packed path."""
-        if output_attentions or not accepts_unpadding(self.encoder):
+        if output_attentions or torch.compiler.is_compiling() or not accepts_unpadding(self.encoder):
             return None
         return plan_unpadding(attention_mask, self.unpad if unpad is None else unpad)

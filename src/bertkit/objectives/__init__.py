@@ -24,6 +24,9 @@ OBJECTIVES = {
     "albert": "bertkit.objectives.albert:AlbertObjective",
     "xlnet": "bertkit.objectives.xlnet:XLNetObjective",
     "t5": "bertkit.objectives.t5:T5Objective",
+    "clm": "bertkit.objectives.clm:ClmObjective",
+    "bilm": "bertkit.objectives.bilm:BilmObjective",
+    "bart": "bertkit.objectives.bart:BartObjective",
 }
 
 

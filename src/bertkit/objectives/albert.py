@@ -16,7 +16,8 @@ from typing import Any
 from torch import nn
 
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model.albert import PARTIAL_SHARING, SHARING_MODES, AlbertConfig, AlbertForPreTraining
+from bertkit.model.albert.config import PARTIAL_SHARING, SHARING_MODES
+from bertkit.model.albert import AlbertConfig, AlbertForPreTraining
 from bertkit.objectives.mlm_nsp import MlmNspObjective
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED

@@ -22,17 +22,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.data.collate import collate
 from bertkit.data.dataset import PretrainingDataset
 from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
+from bertkit.model.families import model_inputs
 from bertkit.objectives.settings import ObjectiveSettings
 from bertkit.pretrained_config import PretrainedConfig
 from bertkit.training.config import EVAL_SEED
 from bertkit.training.distributed import DistContext, all_reduce_sum
 from bertkit.training.program import TrainingProgram
+from bertkit.training.step_sums import add_into, read_sums
 
 EVAL_EPOCH = 0  # held-out masks: the epoch-0 draw of the held-out split, the same at every evaluation
 
@@ -73,6 +75,18 @@ class PretrainingObjective(TrainingProgram):
         """Keyword arguments from the run's PretrainConfig for `build_model` and the
         constructor: the objective's settings from `run_config.objective_settings`."""
         return {"settings": cls.settings_class().updated(run_config.objective_settings, cls.name)}
+
+    @classmethod
+    def recipe_defaults(cls, defaults: dict[str, Any]) -> dict[str, Any]:
+        """A `--recipe`'s defaults (bertkit.pretraining.RECIPES, written for BERT) in this
+        objective's terms: its presets and its model's field names. The base: as they are."""
+        return defaults
+
+    @classmethod
+    def preset_names(cls) -> list[str]:
+        """The sizes `--preset` offers this objective: its `config_class`'s presets (an objective
+        whose family follows from the preset, as clm's, lists its families')."""
+        return list(cls.config_class.presets)
 
     @classmethod
     def model_config(cls, preset: str, data: PretrainingDataset, overrides: dict[str, Any],
@@ -143,7 +157,7 @@ class PretrainingObjective(TrainingProgram):
         starts = list(range(0, num_examples, batch_size))
         if max_batches is not None:
             starts = starts[:max_batches]
-        stats: dict[str, float] = {}
+        stats: dict[str, Any] = {}
         device = next(model.parameters()).device
         # every rank runs the same number of forwards (sharded models gather weights in each
         # one); a rank with no batch left repeats its last and does not count it
@@ -156,9 +170,8 @@ class PretrainingObjective(TrainingProgram):
             batch = {k: v.to(device) for k, v in batch.items()}
             _, batch_stats = self.compute_loss(model, batch, {k: 1.0 for k in self.loss_counts(batch)})
             if position < len(starts):
-                for key, value in batch_stats.items():
-                    stats[key] = stats.get(key, 0.0) + value
-        return self.summarize(all_reduce_sum(stats, ctx))
+                add_into(stats, batch_stats)
+        return self.summarize(all_reduce_sum(read_sums(stats), ctx))
 
     def num_eval_examples(self) -> int:
         """Held-out examples (0 without a held-out split); an objective that cuts its own examples
@@ -202,12 +215,16 @@ class MaskedLMObjective(PretrainingObjective):
         return example
 
 
-def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, float]:
-    """Summable MLM stats from sparse logits (N, V) at the labelled positions of `labels` (B, T)."""
+def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.Tensor) -> dict[str, Any]:
+    """Summable MLM stats from sparse logits (N, V) at the labelled positions of `labels` (B, T):
+    the count a number, the loss sum and correct count 0-d tensors on the device (read when
+    logged, bertkit.training.step_sums)."""
     targets = labels[labels != -100]
     count = targets.numel()
-    correct = int((logits.argmax(dim=-1) == targets).sum()) if count else 0
-    return {"mlm_loss_sum": float(mean_loss.detach()) * count, "mlm_correct": float(correct), "mlm_count": float(count)}
+    if not count:
+        return {"mlm_loss_sum": 0.0, "mlm_correct": 0.0, "mlm_count": 0.0}
+    correct = (logits.detach().argmax(dim=-1) == targets).sum()
+    return {"mlm_loss_sum": mean_loss.detach().float() * count, "mlm_correct": correct, "mlm_count": float(count)}
 
 
 def mlm_metrics(stats: dict[str, float]) -> dict[str, float]:
@@ -232,3 +249,32 @@ def preset_config(preset: str, vocab_size: int, max_seq_length: int, pad_token_i
 def sequence_counts(labels: torch.Tensor) -> float:
     return float((labels != -100).sum())
 
+
+class TargetTokensLoss:
+    """The loss of an encoder-decoder objective (T5's span corruption, BART's denoising): the
+    model's mean cross-entropy over the target tokens (`labels` != -100, fed to the decoder
+    shifted right), weighted by the batch's share of the step's targets; token accuracy and
+    perplexity as metrics. A mixin beside `PretrainingObjective`."""
+
+    progress_keys = ("token_accuracy",)
+    plot_panels = [("Loss", ["loss", "eval_loss"]), ("Target token accuracy", ["token_accuracy", "eval_token_accuracy"])]
+
+    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        return {"targets": sequence_counts(batch["labels"])}
+
+    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
+        labels = batch["labels"]
+        out = model(**model_inputs(model, batch), labels=labels)  # shifted right into the decoder's inputs
+        target = labels != -100
+        count = target.sum()  # statistics stay on the device until logged (bertkit.training.step_sums)
+        correct = ((out.logits.detach().argmax(dim=-1) == labels) & target).sum()
+        stats = {"target_loss_sum": out.loss.detach().float() * count, "target_correct": correct, "target_count": count}
+        return out.loss * (count / max(totals["targets"], 1.0)), stats
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        count = stats.get("target_count", 0.0)
+        if not count:
+            return {}
+        loss = stats["target_loss_sum"] / count
+        return {"loss": loss, "token_accuracy": percent(stats["target_correct"], count),
+                "perplexity": math.exp(min(loss, 50.0))}

@@ -34,8 +34,9 @@ from torch import nn
 from bertkit.data.masking import MaskingConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import percent
-from bertkit.model.bert import IGNORE_INDEX
-from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining, generator_config
+from bertkit.model.bert.modeling import IGNORE_INDEX
+from bertkit.model.electra.config import generator_config
+from bertkit.model.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from bertkit.model.families import model_inputs
 from bertkit.model.outputs import ModelOutput
 from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
@@ -109,10 +110,10 @@ def electra_loss(
     disc_sum = F.binary_cross_entropy_with_logits(logits, targets.float(), reduction="sum")
     loss = loss + disc_weight * disc_sum / max(disc_total, 1.0)
     predicted, actual = logits > 0, targets.bool()
-    stats.update(
-        disc_loss_sum=float(disc_sum.detach()), disc_count=float(targets.numel()),
-        disc_correct=float((predicted == actual).sum()), disc_replaced=float(actual.sum()),
-        disc_predicted=float(predicted.sum()), disc_true_positive=float((predicted & actual).sum()),
+    stats.update(  # on the device until logged (bertkit.training.step_sums)
+        disc_loss_sum=disc_sum.detach(), disc_count=float(targets.numel()),
+        disc_correct=(predicted == actual).sum(), disc_replaced=actual.sum(),
+        disc_predicted=predicted.sum(), disc_true_positive=(predicted & actual).sum(),
     )
     return loss, stats
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.data.dataset import PretrainingDataset
-from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
+from bertkit.model.bert.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.families import model_inputs
 from bertkit.model.heads import BertOnlyMLMHead
 from bertkit.model.outputs import ModelOutput

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from bertkit.evaluation.metrics import percent
-from bertkit.model import BertForPreTraining
+from bertkit.model.bert import BertForPreTraining
 from bertkit.model.families import model_inputs
 from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
 
@@ -51,8 +51,8 @@ class MlmNspObjective(MaskedLMObjective):
             nsp_sum = F.cross_entropy(logits.float(), nsp_labels, ignore_index=-100, reduction="sum")
             loss = loss + nsp_sum / max(totals["nsp"], 1.0)
             valid = nsp_labels != -100
-            stats.update(nsp_loss_sum=float(nsp_sum.detach()), nsp_count=float(valid.sum()),
-                         nsp_correct=float(((logits.argmax(-1) == nsp_labels) & valid).sum()))
+            stats.update(nsp_loss_sum=nsp_sum.detach(), nsp_count=valid.sum(),  # on the device until logged
+                         nsp_correct=((logits.detach().argmax(-1) == nsp_labels) & valid).sum())
         elif isinstance(model, DistributedDataParallel):  # MLM only under DDP, which stops on parameters without
             loss = loss + 0.0 * out.seq_relationship_logits.sum()  # a gradient: the NSP head joins at weight 0
         return loss, stats

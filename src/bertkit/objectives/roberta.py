@@ -17,7 +17,7 @@ from typing import Any
 
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.model.roberta import RobertaConfig, RobertaForMaskedLM
 from bertkit.objectives.mlm_nsp import MlmObjective
 

@@ -26,10 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
+from bertkit.model.bert.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.evaluation.metrics import percent
-from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.bert.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel
 from bertkit.model.families import model_inputs
 from bertkit.model.heads import BertOnlyMLMHead, decoder_cross_entropy
 from bertkit.model.outputs import ModelOutput

@@ -34,10 +34,8 @@ from bertkit.data.chunks import TextChunks
 from bertkit.data.dataset import TOKENIZER_DIR, PretrainingDataset
 from bertkit.data.masking import example_rng
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.evaluation.metrics import percent
-from bertkit.model.families import model_inputs
 from bertkit.model.t5 import T5Config, T5ForConditionalGeneration
-from bertkit.objectives.base import EVAL_EPOCH, PretrainingObjective, sequence_counts
+from bertkit.objectives.base import EVAL_EPOCH, PretrainingObjective, TargetTokensLoss
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
 
@@ -140,7 +138,7 @@ class T5Settings(ObjectiveSettings):
             raise ConfigError(f"field 'mean_noise_span_length' must be at least 1, got {self.mean_noise_span_length}")
 
 
-class T5Objective(PretrainingObjective):
+class T5Objective(TargetTokensLoss, PretrainingObjective):
     name = "t5"
     data_formats = ("packed",)  # one stream of text: paired (nsp / sop) data is refused
     settings_class = T5Settings
@@ -148,8 +146,6 @@ class T5Objective(PretrainingObjective):
     model_class = T5ForConditionalGeneration
     needs_dynamic_masking = "corrupts raw text as it loads"
     config_defaults: dict[str, Any] = {"preset": "t5-mini"}
-    progress_keys = ("token_accuracy",)
-    plot_panels = [("Loss", ["loss", "eval_loss"]), ("Target token accuracy", ["token_accuracy", "eval_token_accuracy"])]
 
     def __init__(self, model, train, eval_data, masking, seed, eval_seed: int = EVAL_SEED,
                  settings: T5Settings | None = None):
@@ -237,24 +233,3 @@ class T5Objective(PretrainingObjective):
             labels[row, :len(example["labels"])] = example["labels"]
         return {"input_ids": torch.from_numpy(inputs), "attention_mask": torch.from_numpy(attention),
                 "labels": torch.from_numpy(labels)}
-
-    # ---- loss ---------------------------------------------------------------------------------
-    def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        return {"targets": sequence_counts(batch["labels"])}
-
-    def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
-        labels = batch["labels"]
-        out = model(**model_inputs(model, batch), labels=labels)  # shifted right into the decoder's inputs
-        target = labels != IGNORE_INDEX
-        count = float(target.sum())
-        correct = float((out.logits.argmax(dim=-1)[target] == labels[target]).sum())
-        stats = {"target_loss_sum": float(out.loss.detach()) * count, "target_correct": correct, "target_count": count}
-        return out.loss * (count / max(totals["targets"], 1.0)), stats
-
-    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
-        count = stats.get("target_count", 0.0)
-        if not count:
-            return {}
-        loss = stats["target_loss_sum"] / count
-        return {"loss": loss, "token_accuracy": percent(stats["target_correct"], count),
-                "perplexity": float(np.exp(min(loss, 50.0)))}

@@ -44,10 +44,10 @@ from bertkit.data.dataset import DatasetInfo, PretrainingDataset
 from bertkit.data.masking import example_rng, word_boundaries
 from bertkit.data.permutation import factorization_ranks, sample_targets, target_goal
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.bert.modeling import IGNORE_INDEX
 from bertkit.model.families import model_inputs
 from bertkit.model.xlnet import XLNetLMHeadModel
-from bertkit.model.xlnet_config import XLNetConfig
+from bertkit.model.xlnet.config import XLNetConfig
 from bertkit.objectives.base import PretrainingObjective, mlm_metrics
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
@@ -242,11 +242,11 @@ class XLNetObjective(PretrainingObjective):
             logits = out.logits[valid]  # (N, V)
             targets = labels[valid]
             loss_sum = loss_sum + F.cross_entropy(logits.float(), targets, reduction="sum")
-            correct += float((logits.argmax(dim=-1) == targets).sum())
-            count += float(valid.sum())
+            correct = correct + (logits.detach().argmax(dim=-1) == targets).sum()  # on the device until logged
+            count += targets.numel()
             if self.settings.mem_len:
                 mems = [m.detach() for m in out.mems]
-        stats = {"mlm_loss_sum": float(loss_sum.detach()), "mlm_correct": correct, "mlm_count": count}
+        stats = {"mlm_loss_sum": loss_sum.detach(), "mlm_correct": correct, "mlm_count": float(count)}
         return loss_sum / max(totals["plm"], 1.0), stats
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:

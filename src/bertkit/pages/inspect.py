@@ -15,14 +15,19 @@ import base64
 import html
 from typing import Any
 
-import numpy as np
-
 from bertkit.pages.html import json_script, page
 
+# the page's defaults (`bertkit inspect`, GET /inspect); here, beside the page, so the command
+# line offers them without loading torch
+DEFAULT_MAX_TOKENS = 128  # a page of 128 x 128 weights per head stays readable and small
+DEFAULT_TOP_K = 5  # fill-mask candidates per token
 
-def quantize(attentions: np.ndarray) -> str:
+
+def quantize(attentions) -> str:
     """(L, H, T, T) probabilities -> base64 bytes, round(x * 255): 1 byte a weight keeps a
     128-token page of a 12 x 12 model near 3 MB while a line's shade is exact to 1/255."""
+    import numpy as np
+
     return base64.b64encode(np.rint(np.clip(attentions, 0, 1) * 255).astype(np.uint8).tobytes()).decode("ascii")
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from bertkit.errors import BertkitError
-from bertkit.inference.attention import DEFAULT_MAX_TOKENS, attention_map, position_candidates
+from bertkit.inference.attention import attention_map, position_candidates
+from bertkit.pages.inspect import DEFAULT_MAX_TOKENS, DEFAULT_TOP_K
 
 MIN_WEIGHT = 0.02  # lines fainter than this are not drawn: they would be invisible anyway
-DEFAULT_TOP_K = 5
 
 
 def inspect_data(served, text: str, pair: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,

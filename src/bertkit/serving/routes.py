@@ -198,9 +198,8 @@ def _query_integer(query, name: str, default: int, low: int, high: int) -> int:
 
 async def inspect(state, request: Request):
     """The attention page (bertkit.pages.inspect) of ?text=...[&pair=...][&max_tokens=N][&top_k=K]."""
-    from bertkit.inference.attention import DEFAULT_MAX_TOKENS
-    from bertkit.pages.inspect import inspect_page
-    from bertkit.serving.inspect import DEFAULT_TOP_K, page_limit
+    from bertkit.pages.inspect import DEFAULT_MAX_TOKENS, DEFAULT_TOP_K, inspect_page
+    from bertkit.serving.inspect import page_limit
 
     query = request.query_params
     unknown = sorted(set(query) - {"text", "pair", "max_tokens", "top_k"})

@@ -27,6 +27,7 @@ integer) and checked against a checkpoint's (`check_label_map`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,13 +88,23 @@ GLUE_TASKS: dict[str, GlueTask] = {
     "wnli": GlueTask("sentence1", "sentence2", "label", ("0", "1")),
     "ax": GlueTask("sentence1", "sentence2", "label", _NLI),
 }
+# GLUE's label names (TFDS's and Hugging Face datasets' glue features; T5's label words), by the
+# file's label: a GLUE example carries the name, so best/'s id2label, predict, /predict, ONNX
+# outputs and reports say "positive" where the file says "1". MNLI, QNLI, RTE and AX use names already.
+GLUE_LABEL_NAMES: dict[str, dict[str, str]] = {
+    "cola": {"0": "unacceptable", "1": "acceptable"},
+    "sst2": {"0": "negative", "1": "positive"},
+    "mrpc": {"0": "not_equivalent", "1": "equivalent"},
+    "qqp": {"0": "not_duplicate", "1": "duplicate"},
+    "wnli": {"0": "not_entailment", "1": "entailment"},
+}
 # CoLA's train/dev files have no header: (label, sentence) are fields 1 and 3 of 4.
 _COLA_LABEL_FIELD, _COLA_TEXT_FIELD, _COLA_FIELDS = 1, 3, 4
 
 
 def model_class():
     """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.model.bert import BertForSequenceClassification
 
     return BertForSequenceClassification
 
@@ -106,9 +117,19 @@ def canonical_glue_task(task: str) -> str:
 
 
 def glue_labels(task: str) -> list[str] | None:
-    """The fixed label list of a GLUE task in id order; None for STS-B (regression)."""
-    labels = GLUE_TASKS[canonical_glue_task(task)].labels
-    return None if labels is None else list(labels)
+    """The label names of a GLUE task in id order (`GLUE_LABEL_NAMES`); None for STS-B (regression)."""
+    task = canonical_glue_task(task)
+    labels, names = GLUE_TASKS[task].labels, GLUE_LABEL_NAMES.get(task, {})
+    return None if labels is None else [names.get(label, label) for label in labels]
+
+
+def glue_label_map(task: str, label2id: Mapping[str, int] | None) -> dict[str, int] | None:
+    """A GLUE checkpoint's label map in GLUE's names: one fine-tuned before bertkit named
+    GLUE's labels says the file's "0"/"1"; any other map is returned as it is."""
+    names = GLUE_LABEL_NAMES.get(canonical_glue_task(task), {})
+    if label2id and names and set(label2id) == set(names):
+        return {names[label]: index for label, index in label2id.items()}
+    return None if label2id is None else dict(label2id)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -148,21 +169,29 @@ def _read_glue(path: str | Path, task: str) -> list[ClassificationExample]:
         _, rows = read_table(path, has_header=False)
         first = rows[0][1]
         if len(first) == _COLA_FIELDS and first[0].strip() != "index":  # train/dev: no header
-            return [
+            return _named(task, [
                 _example(path, line_no, fields[_COLA_TEXT_FIELD], None, fields[_COLA_LABEL_FIELD], spec.labels, task)
                 for line_no, fields in rows
-            ]
+            ])
     header, rows = read_table(path)
     text = column_index(header, spec.text, path)
     pair = column_index(header, spec.pair, path) if spec.pair else None
     label = header.index(spec.label) if spec.label in header else None  # test files have no labels
-    return [
+    return _named(task, [
         _example(
             path, line_no, fields[text], None if pair is None else fields[pair],
             None if label is None else fields[label], spec.labels, task,
         )
         for line_no, fields in rows
-    ]
+    ])
+
+
+def _named(task: str, examples: list[ClassificationExample]) -> list[ClassificationExample]:
+    """GLUE examples with the label's name (`GLUE_LABEL_NAMES`) instead of the file's "0"/"1"."""
+    names = GLUE_LABEL_NAMES.get(task)
+    if not names:
+        return examples
+    return [ex if ex.label is None else dataclasses.replace(ex, label=names[ex.label]) for ex in examples]
 
 
 def _read_generic(
@@ -376,8 +405,9 @@ def evaluation_label_map(spec, config, examples: list, origin: str) -> dict[str,
     if spec.regression:
         return None
     if config.has_label_names:
-        check_labels(examples, config.label2id, origin)
-        return dict(config.label2id)
+        label2id = glue_label_map(spec.glue_task, config.label2id) if spec.glue_task else dict(config.label2id)
+        check_labels(examples, label2id, origin)
+        return label2id
     # LABEL_0.. placeholders (fine-tuned elsewhere): ids in sorted order
     names = glue_labels(spec.glue_task) if spec.glue_task else sort_labels(
         {ex.label for ex in examples if ex.label is not None})

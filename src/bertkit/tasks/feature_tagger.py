@@ -56,10 +56,12 @@ from bertkit.atomic import atomic_path, write_text_atomic
 from bertkit.checksums import file_sha256
 from bertkit.data.instances import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.feature_choices import LAYER_CHOICES
+from bertkit.feature_choices import LAYER_CHOICES, MIXED_CHOICES
+from bertkit.features import load_feature_encoder
+from bertkit.model.scalar_mix import ScalarMix
 from bertkit.model.families import model_inputs
 from bertkit.model.outputs import TokenClassifierOutput
-from bertkit.tasks.programs import TaggingProgram, TaskData, feature_length
+from bertkit.tasks.programs import ClassificationProgram, TaggingProgram, TaskData, feature_length
 
 TAGGER_CONFIG_FILE = "feature_tagger.json"
 TAGGER_WEIGHTS_FILE = "feature_tagger.safetensors"
@@ -91,6 +93,7 @@ class FeatureTaggerConfig:
     lstm_num_layers: int = 2
     dropout: float = 0.1
     cache_dtype: str = "float16"
+    pooling: str | None = None  # None: a label per token (tagging); "mean": one per sequence (classification)
 
     @property
     def token_shape(self) -> tuple[int, ...]:
@@ -119,7 +122,7 @@ class FeatureTaggerConfig:
 
 
 def token_shape(features: str, hidden_size: int, num_hidden_states: int) -> tuple[int, ...]:
-    if features == "weighted_sum":
+    if features in MIXED_CHOICES or features == "all":
         return (num_hidden_states, hidden_size)
     return (4 * hidden_size,) if features == "concat_last_four" else (hidden_size,)
 
@@ -130,7 +133,7 @@ def layer_features(hidden_states: Sequence[torch.Tensor], features: str) -> torc
     `select_layers` (B, T, D)."""
     from bertkit.features import select_layers
 
-    if features == "weighted_sum":
+    if features in MIXED_CHOICES:
         return torch.stack(tuple(hidden_states), dim=2)  # (B, T, L+1, H)
     return select_layers(hidden_states, features)
 
@@ -155,29 +158,15 @@ def encoder_weights_file(directory: str | Path) -> Path:
 # ---------------------------------------------------------------------------- modules
 
 
-class ScalarMix(nn.Module):
-    """gamma * sum_j softmax(w)_j h_j over the L+1 hidden states (ELMo's scalar mix).
-
-    w starts at 0 (uniform weights, = bertkit.embed's default weighted_sum), gamma at 1."""
-
-    def __init__(self, count: int):
-        super().__init__()
-        self.scalar_weights = nn.Parameter(torch.zeros(count))
-        self.gamma = nn.Parameter(torch.ones(1))
-
-    def forward(self, layers: torch.Tensor) -> torch.Tensor:
-        """layers (B, T, L+1, H) -> (B, T, H)."""
-        weights = torch.softmax(self.scalar_weights, dim=0).to(layers.dtype)
-        return self.gamma.to(layers.dtype) * torch.einsum("btlh,l->bth", layers, weights)
-
-
 class FeatureTagger(nn.Module):
-    """Cached encoder features -> (scalar mix) -> dropout -> BiLSTM -> dropout -> linear."""
+    """Cached encoder features -> (scalar mix) -> dropout -> BiLSTM -> dropout -> linear, per token;
+    with `pooling` "mean" the BiLSTM states are averaged over the real tokens first (one label
+    per sequence: feature-based classification)."""
 
     def __init__(self, config: FeatureTaggerConfig):
         super().__init__()
         self.config = config
-        self.scalar_mix = ScalarMix(config.num_hidden_states) if config.features == "weighted_sum" else None
+        self.scalar_mix = ScalarMix(config.num_hidden_states) if config.features in MIXED_CHOICES + ("all",) else None
         self.dropout = nn.Dropout(config.dropout)
         self.lstm = nn.LSTM(config.input_size, config.lstm_hidden_size, num_layers=config.lstm_num_layers,
                             batch_first=True, bidirectional=True,
@@ -189,12 +178,18 @@ class FeatureTagger(nn.Module):
         """features: (B, T, D) float, (B, T, L+1, H) for weighted_sum; attention_mask (B, T),
         1 on real tokens (left-aligned); labels (B, T) int64, -100 where no loss is taken."""
         if self.scalar_mix is not None:
-            features = self.scalar_mix(features)  # (B, T, H)
+            features = self.scalar_mix(features, layer_dim=2)  # (B, T, L+1, H) -> (B, T, H)
         width = features.shape[1]
         lengths = attention_mask.sum(1).clamp_min(1).cpu()
         packed = pack_padded_sequence(self.dropout(features), lengths, batch_first=True, enforce_sorted=False)
         hidden, _ = self.lstm(packed)
         hidden, _ = pad_packed_sequence(hidden, batch_first=True, total_length=width)  # (B, T, 2 * lstm hidden)
+        if self.config.pooling == "mean":
+            from bertkit.model.layers import mean_over_tokens
+
+            logits = self.classifier(self.dropout(mean_over_tokens(hidden, attention_mask)))  # (B, K)
+            loss = None if labels is None else F.cross_entropy(logits, labels)
+            return TokenClassifierOutput(loss, logits)
         logits = self.classifier(self.dropout(hidden))  # (B, T, K)
         loss = None
         if labels is not None:
@@ -209,7 +204,10 @@ class FeatureTagger(nn.Module):
 class BertFeatureTagger(nn.Module):
     """A frozen encoder joined with its trained `FeatureTagger`, called like
     BertForTokenClassification: (input_ids, token_type_ids, attention_mask) -> logits.
-    `config` is the encoder's BertConfig with the tagger's label map."""
+    `config` is the encoder's config with the tagger's label map. A word-level encoder (ELMo,
+    bertkit.features.WordLevelEncoder) also reads the window's given words (`word_ids`)."""
+
+    input_names = ("input_ids", "token_type_ids", "attention_mask", "word_ids")
 
     def __init__(self, encoder: nn.Module, tagger: FeatureTagger, config):
         super().__init__()
@@ -218,13 +216,16 @@ class BertFeatureTagger(nn.Module):
         self.config = config
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> TokenClassifierOutput:
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                word_ids: torch.Tensor | None = None) -> TokenClassifierOutput:
         """input_ids etc. (B, T) int; returns logits (B, T, K) (and the loss with labels)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         choice = self.tagger.config.features
+        batch = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+                 "word_ids": word_ids}
         with torch.no_grad():
-            out = self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+            out = self.bert(**{k: v for k, v in model_inputs(self.bert, batch).items() if v is not None},
                             output_hidden_states=choice != "last")
             features = out.last_hidden_state if choice == "last" else layer_features(out.hidden_states, choice)
             features = features.to(getattr(torch, self.tagger.config.cache_dtype)).float()  # as cached in training
@@ -270,8 +271,6 @@ def build_feature_cache(encoder_dir: str | Path, encoder_config, tokenizer, choi
 
     cache: "memory", "disk" (a memmap `<run_dir>/feature_cache/<name>.npy`) or "auto"
     (memory up to MEMORY_CACHE_LIMIT bytes)."""
-    from bertkit.model import BertModel
-
     if choice not in LAYER_CHOICES:
         raise ConfigError(f"field 'features' must be one of {', '.join(LAYER_CHOICES)}, got {choice!r}")
     check_encoder_depth(choice, encoder_config.num_hidden_layers, f"{encoder_dir}/config.json")
@@ -289,7 +288,7 @@ def build_feature_cache(encoder_dir: str | Path, encoder_config, tokenizer, choi
     result = FeatureCache(choice, str(Path(encoder_dir).resolve()), file_sha256(weights), shape, dtype, tokens,
                           directory)
     target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    encoder = BertModel.from_pretrained(encoder_dir, config=encoder_config).requires_grad_(False).to(target).eval()
+    encoder = load_feature_encoder(encoder_dir, encoder_config, tokenizer).requires_grad_(False).to(target).eval()
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     for name, data in datasets.items():
         if directory is not None:
@@ -320,7 +319,8 @@ def _fill(encoder: nn.Module, features: list[dict[str, Any]], choice: str, array
     with torch.inference_mode():
         for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not progress or None):
             rows = order[start : start + batch_size]
-            batch = collate([{"input_ids": features[i]["input_ids"], "token_type_ids": features[i]["token_type_ids"]}
+            batch = collate([{"input_ids": features[i]["input_ids"], "token_type_ids": features[i]["token_type_ids"],
+                              **({"word_ids": features[i]["word_ids"]} if "word_ids" in features[i] else {})}
                              for i in rows], pad_id)
             out = encoder(**model_inputs(encoder, batch, device), output_hidden_states=choice != "last")
             values = out.last_hidden_state if choice == "last" else layer_features(out.hidden_states, choice)
@@ -344,17 +344,24 @@ def run_cached(model: FeatureTagger, features: Sequence[dict[str, Any]], collate
         logits = model(features=batch["hidden"].to(device),
                        attention_mask=batch["attention_mask"].to(device)).logits.float().cpu().numpy()
         for row, index in enumerate(rows):
-            outputs[index] = logits[row, : feature_length(features[index])]
+            outputs[index] = logits[row, : feature_length(features[index])] if logits.ndim == 3 else logits[row]
     return outputs  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------- the program
 
 
-class FeatureTaggingProgram(TaggingProgram):
-    """NER with a frozen encoder: trains a `FeatureTagger` on features cached in each
-    window's `hidden` (see `build_feature_cache`); reading, encoding, metrics and the
-    training order are TaggingProgram's."""
+class FeatureBasedProgram:
+    """What the feature-based programs share: batches of cached features (`hidden`), the
+    trained model a `FeatureTagger`, the checkpoint the tagger alone (see the module docstring).
+    Mixed in before a task family's program, whose reading, encoding and metrics it keeps."""
+
+    pooling: str | None = None  # the FeatureTagger's (None: per token)
+
+    @classmethod
+    def model_class(cls, config=None):
+        """The model this program trains: the tagger (the encoder's family needs no tagging head)."""
+        return FeatureTagger
 
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
         return model(features=batch["hidden"], attention_mask=batch["attention_mask"], **targets)
@@ -386,16 +393,34 @@ class FeatureTaggingProgram(TaggingProgram):
     def build_model(cls, cache: FeatureCache, encoder_config, labels: list[str], lstm_hidden_size: int,
                     lstm_num_layers: int) -> tuple[FeatureTagger, list[str]]:
         """A fresh tagger for `cache`'s features (seed torch first): (model, what starts fresh)."""
-        from bertkit.model.task_heads import classifier_dropout
+        from bertkit.model.bert.task_heads import classifier_dropout
 
         config = FeatureTaggerConfig(cache.features, cache.encoder, cache.encoder_sha256, encoder_config.hidden_size,
                                      encoder_config.num_hidden_layers + 1, list(labels), lstm_hidden_size,
-                                     lstm_num_layers, classifier_dropout(encoder_config), cache.dtype)
+                                     lstm_num_layers, classifier_dropout(encoder_config), cache.dtype, cls.pooling)
         model = FeatureTagger(config)
         count = sum(p.numel() for p in model.parameters())
         mix = "scalar mix + " if model.scalar_mix is not None else ""
         return model, [f"the whole tagger ({mix}{lstm_num_layers}-layer BiLSTM {lstm_hidden_size} + linear, "
                        f"{count:,} parameters; encoder frozen)"]
+
+
+class FeatureTaggingProgram(FeatureBasedProgram, TaggingProgram):
+    """NER with a frozen encoder: a `FeatureTagger` per token on each window's cached features."""
+
+
+class FeatureClassificationProgram(FeatureBasedProgram, ClassificationProgram):
+    """Sequence classification with a frozen encoder (ELMo's use): the tagger's BiLSTM states
+    averaged over the real tokens, then a linear layer; regression is not offered."""
+
+    pooling = "mean"
+
+    @classmethod
+    def fit_spec(cls, spec, train_examples: list):
+        spec = super().fit_spec(spec, train_examples)
+        if spec.regression:
+            raise ConfigError("field 'features': feature-based classification takes class labels, not regression")
+        return spec
 
 
 # ---------------------------------------------------------------------------- loading
@@ -412,8 +437,8 @@ def load_feature_tagger(directory: str | Path) -> BertFeatureTagger:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from bertkit.config import BertConfig
-    from bertkit.model import BertModel
+    from bertkit.model.families import load_config
+    from bertkit.tokenization import Tokenizer
 
     directory = Path(directory)
     config = FeatureTaggerConfig.load(directory)
@@ -425,7 +450,7 @@ def load_feature_tagger(directory: str | Path) -> BertFeatureTagger:
     if file_sha256(encoder_weights_file(encoder_dir)) != config.encoder_sha256:
         raise BertkitError(f"{origin}: the encoder checkpoint {encoder_dir} has changed since the tagger was trained "
                            "(sha256 of its weights differs)")
-    encoder_config = BertConfig.from_pretrained(encoder_dir)
+    encoder_config = load_config(encoder_dir)
     if (encoder_config.hidden_size, encoder_config.num_hidden_layers + 1) != (config.hidden_size,
                                                                               config.num_hidden_states):
         raise BertkitError(f"{origin}: hidden_size / layers disagree with {encoder_dir}/config.json")
@@ -440,4 +465,5 @@ def load_feature_tagger(directory: str | Path) -> BertFeatureTagger:
     except RuntimeError as exc:
         raise BertkitError(f"{path}: weights do not fit {origin} ({str(exc).splitlines()[0]})") from None
     labelled = encoder_config.with_labels(config.labels)
-    return BertFeatureTagger(BertModel.from_pretrained(encoder_dir), tagger, labelled).eval()
+    encoder = load_feature_encoder(encoder_dir, encoder_config, Tokenizer.from_pretrained(directory))
+    return BertFeatureTagger(encoder, tagger, labelled).eval()

@@ -61,7 +61,7 @@ class MultipleChoiceExample:
 
 def model_class():
     """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model import BertForMultipleChoice
+    from bertkit.model.bert import BertForMultipleChoice
 
     return BertForMultipleChoice
 

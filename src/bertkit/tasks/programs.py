@@ -209,7 +209,7 @@ class TaskProgram(TrainingProgram):
 
     def __init__(self, model: nn.Module, tokenizer, spec: TaskSpec, train_features: list[dict[str, Any]],
                  dev: TaskData | None, id2label: dict[int, str] | None, *, group_by_length: bool = False,
-                 eval_batch_size: int = 64, progress: bool = True):
+                 eval_batch_size: int = 64, progress: bool = True, lm_coef: float = 0.0):
         self.model = model
         self.tokenizer = tokenizer
         self.spec = spec
@@ -219,6 +219,7 @@ class TaskProgram(TrainingProgram):
         self.group_by_length = group_by_length
         self.eval_batch_size = eval_batch_size
         self.progress = progress
+        self.lm_coef = lm_coef  # GPT-1's auxiliary LM loss weight (bertkit.tasks.gpt1_recipe); 0: none
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._train_lengths = np.asarray([feature_length(f) for f in train_features])
         self.last_outputs: list[np.ndarray] | None = None
@@ -287,7 +288,8 @@ class TaskProgram(TrainingProgram):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
-        out = self.forward(model, batch, labels=labels)
+        extra = {"output_hidden_states": True} if self.lm_coef else {}
+        out = self.forward(model, batch, labels=labels, **extra)
         count = self.item_count(labels)
         # out.loss is this micro-batch's mean over its items: times count / global count is its share
         loss = out.loss * (count / max(totals["task"], 1.0))
@@ -295,6 +297,13 @@ class TaskProgram(TrainingProgram):
         if not labels.is_floating_point():
             valid = labels != -100
             stats["task_correct"] = float(((out.logits.detach().argmax(-1) == labels) & valid).sum())
+        if self.lm_coef:  # GPT-1: task + lm_coef * LM over the inputs (its mean per micro-batch, weighted alike)
+            from bertkit.tasks.gpt1_recipe import auxiliary_lm_loss
+
+            lm_loss, lm_count = auxiliary_lm_loss(model, out.hidden_states[-1], batch["input_ids"],
+                                                  batch.get("attention_mask"))
+            loss = loss + self.lm_coef * lm_loss * (count / max(totals["task"], 1.0))
+            stats.update(lm_loss_sum=float(lm_loss.detach()) * lm_count, lm_count=lm_count)
         return loss, stats
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
@@ -302,6 +311,8 @@ class TaskProgram(TrainingProgram):
         if not count:
             return {}
         metrics = {"task_loss": stats["task_loss_sum"] / count}
+        if stats.get("lm_count"):
+            metrics["lm_loss"] = stats["lm_loss_sum"] / stats["lm_count"]
         if "task_correct" in stats:
             metrics["accuracy"] = percent(stats["task_correct"], count)
         return metrics
@@ -412,6 +423,8 @@ class ClassificationProgram(TaskProgram):
         module = cls.module()
         if spec.regression:
             return None
+        if spec.glue_task:
+            checkpoint_label2id = module.glue_label_map(spec.glue_task, checkpoint_label2id)
         kept = module.check_label_map(checkpoint_label2id, train + dev, origin)
         if kept is not None:
             return [name for name, _ in sorted(kept.items(), key=lambda item: item[1])]

@@ -112,7 +112,7 @@ class QAPredictions:
 
 def model_class():
     """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model import BertForQuestionAnswering
+    from bertkit.model.bert import BertForQuestionAnswering
 
     return BertForQuestionAnswering
 

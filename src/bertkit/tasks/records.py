@@ -21,22 +21,29 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bertkit.columnar import column_names, expand_inputs, is_columnar, read_columns
 from bertkit.errors import BertkitError
-from bertkit.textio import is_jsonl, iter_stream_lines, lone_surrogate, open_binary, surrogate_error
+from bertkit.textio import (SkippedLines, is_jsonl, iter_stream_lines, lone_surrogate, open_binary, surrogate_error,
+                            warn_skipped)
 
 
 def file_kind(path: str | Path) -> str:
-    """"jsonl", "csv" or "tsv" from the file name (`.gz` ignored); anything else is read as TSV."""
+    """"jsonl", "csv", "table" (Parquet, Arrow, or a folder of them: bertkit.columnar; read with
+    columns as a CSV) or "tsv" from the file name (`.gz` ignored); anything else is read as TSV."""
+    if is_columnar(path):
+        return "table"
     name = Path(path).name.removesuffix(".gz")
     if is_jsonl(name):
         return "jsonl"
     return "csv" if name.endswith(".csv") else "tsv"
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every line, newline stripped (any file kind; JSON not parsed)."""
+def iter_lines(path: str | Path, skip_bad: bool = False, skip_advice: bool = False) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line, newline stripped (any file kind; JSON not parsed).
+    `skip_bad`: undecodable lines are skipped (a warning counts them); `skip_advice`: an
+    error advises --skip-bad-lines (only where the command has it; task files do not)."""
     with open_binary(path) as handle:
-        yield from iter_stream_lines(handle, str(path))
+        yield from iter_stream_lines(handle, str(path), skip_bad=skip_bad, skip_advice=skip_advice)
 
 
 def iter_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
@@ -76,7 +83,10 @@ def _csv_rows(path: str | Path) -> Iterator[tuple[int, list[str]]]:
 
 def read_table(path: str | Path, has_header: bool = True) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """(header, rows) of a TSV/CSV file; every row must have as many fields as the header
-    (or, without a header, as the first row). Raises on an empty file."""
+    (or, without a header, as the first row). Raises on an empty file. A Parquet / Arrow file or
+    folder (bertkit.columnar) is a table too: its column names are the header, its cells text."""
+    if file_kind(path) == "table":
+        return _read_columnar_table(path, has_header)
     rows = iter_rows(path)
     first = next(rows, None)
     if first is None:
@@ -95,6 +105,20 @@ def read_table(path: str | Path, has_header: bool = True) -> tuple[list[str] | N
     return header, body
 
 
+def _read_columnar_table(path: str | Path, has_header: bool) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    files = expand_inputs([path])
+    header = column_names(files[0])
+    body: list[tuple[int, list[str]]] = []
+    for file in files:  # a folder's files are one table: rows numbered on across them
+        names, rows = read_columns(file)
+        if names != header:
+            raise BertkitError(f"{file}: columns {names} differ from {files[0]}'s {header}")
+        body.extend((len(body) + 1, cells) for _, cells in rows)
+    if not body:
+        raise BertkitError(f"{path}: empty table (no rows)")
+    return (header if has_header else None), body
+
+
 def column_index(header: Sequence[str], name: str, path: str | Path) -> int:
     """Position of column `name` in `header`; a typo gets the nearest name suggested."""
     if name in header:
@@ -104,11 +128,13 @@ def column_index(header: Sequence[str], name: str, path: str | Path) -> int:
     raise BertkitError(f"{path}:1: no column {name!r}{suggestion}; the columns are {', '.join(map(repr, header))}")
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: str | Path, skip_bad: bool = False, skip_advice: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of every non-blank line of a JSONL file — or of every element
     of a JSON file holding one array of objects (KLUE's `*_dev.json`; the line number is
-    where the object starts)."""
-    lines = iter_lines(path)
+    where the object starts). `skip_bad`, `skip_advice`: as `iter_lines` (a JSONL line
+    that is not one JSON object is skipped too, and counted)."""
+    lines = iter_lines(path, skip_bad, skip_advice)
+    skipped = SkippedLines()
     for line_no, line in lines:
         if not line.strip():
             continue
@@ -117,14 +143,23 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             return
         try:
             record = json.loads(line)
+            if not isinstance(record, dict):
+                raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
+            escape = lone_surrogate(line, record)
+            if escape is not None:
+                raise surrogate_error(f"{path}:{line_no}", escape)
         except json.JSONDecodeError as exc:
-            raise BertkitError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(record, dict):
-            raise BertkitError(f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}")
-        escape = lone_surrogate(line, record)
-        if escape is not None:
-            raise surrogate_error(f"{path}:{line_no}", escape)
+            if not skip_bad:
+                raise BertkitError(f"{path}:{line_no}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            skipped.add(line_no)
+            continue
+        except BertkitError:
+            if not skip_bad:
+                raise
+            skipped.add(line_no)
+            continue
         yield line_no, record
+    warn_skipped(str(path), skipped)
 
 
 def _json_array(path: str | Path, first_line: int, lines: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:

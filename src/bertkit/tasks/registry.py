@@ -44,6 +44,9 @@ TAGGING = "tagging"
 MULTIPLE_CHOICE = "multiple_choice"
 QA = "qa"
 TEXT2TEXT = "text2text"
+# what a text-to-text family's files hold (`--task`); here, not in bertkit.tasks.text2text, so the
+# command line offers them without importing torch
+TEXT2TEXT_TASKS = ("glue", "squad", "ner", "pairs")
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ _PROGRAMS = "bertkit.tasks.programs"
 
 register(TaskFamily(CLASSIFICATION, "bertkit.tasks.classification", f"{_PROGRAMS}:ClassificationProgram",
                     aliases=("glue",), placeholder_labels=True, commands=("glue", "classify"),
+                    feature_program="bertkit.tasks.feature_tagger:FeatureClassificationProgram",
                     evaluate_command="glue / classify"))
 register(TaskFamily(TAGGING, "bertkit.tasks.tagging", f"{_PROGRAMS}:TaggingProgram", aliases=("ner",),
                     feature_program="bertkit.tasks.feature_tagger:FeatureTaggingProgram", commands=("ner",),

@@ -66,7 +66,7 @@ class TaggingExample:
 
 def model_class():
     """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model import BertForTokenClassification
+    from bertkit.model.bert import BertForTokenClassification
 
     return BertForTokenClassification
 

@@ -11,7 +11,7 @@ preprocessors of google-research/text-to-text-transfer-transformer):
 
 - GLUE: `"<task> key1: v1 key2: v2"` with the fields in T5's (alphabetical) order —
   "rte sentence1: ... sentence2: ...", "mnli hypothesis: ... premise: ...", "qnli
-  question: ... sentence: ..." — and the label as a word (`LABEL_WORDS`); STS-B's target
+  question: ... sentence: ..." — and the label as a word (its GLUE name); STS-B's target
   is the score rounded to the nearest 0.2, written with one decimal ("3.8").
 - SQuAD v1.1: "question: ... context: ..." -> the first answer's text (all answers score).
 - NER (our format; T5 did no NER): "ner sentence: John Smith lives in Paris ." -> the
@@ -47,8 +47,9 @@ from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import glue_task_name, percent, percentages
 from bertkit.tasks.programs import TaskData, TaskProgram, TaskSpec, feature_length
-from bertkit.tasks.registry import TEXT2TEXT
-TASKS = ("glue", "squad", "ner", "pairs")
+from bertkit.tasks.registry import TEXT2TEXT, TEXT2TEXT_TASKS
+
+TASKS = TEXT2TEXT_TASKS
 NO_ENTITIES = "none"
 ENTITY_SEPARATOR = "; "
 PREDICTIONS_FILE = "dev_predictions.jsonl"
@@ -67,18 +68,6 @@ GLUE_FORMATS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "qnli": ("qnli", (("question", "text"), ("sentence", "pair"))),
     "rte": ("rte", _PAIR),
     "wnli": ("wnli", _PAIR),
-}
-# the GLUE file's label -> T5's label word (TFDS glue label names); NLI labels are words already
-_NLI_WORDS = {name: name for name in ("entailment", "neutral", "contradiction")}
-_ENTAIL_WORDS = {"entailment": "entailment", "not_entailment": "not_entailment"}
-LABEL_WORDS: dict[str, dict[str, str]] = {
-    "cola": {"0": "unacceptable", "1": "acceptable"},
-    "sst2": {"0": "negative", "1": "positive"},
-    "mrpc": {"0": "not_equivalent", "1": "equivalent"},
-    "qqp": {"0": "not_duplicate", "1": "duplicate"},
-    "mnli": _NLI_WORDS, "mnli-mm": _NLI_WORDS, "ax": _NLI_WORDS,
-    "qnli": _ENTAIL_WORDS, "rte": _ENTAIL_WORDS,
-    "wnli": {"0": "not_entailment", "1": "entailment"},
 }
 
 
@@ -112,7 +101,10 @@ def stsb_target(score: float) -> str:
 
 
 def glue_target(task: str, label: str | float) -> str:
-    return stsb_target(label) if task == "stsb" else LABEL_WORDS[task][str(label)]
+    """T5's target: the label's GLUE name, T5's word (the GLUE reader gives names; a file's "0"/"1" is named here)."""
+    from bertkit.tasks.classification import GLUE_LABEL_NAMES
+
+    return stsb_target(label) if task == "stsb" else GLUE_LABEL_NAMES.get(task, {}).get(str(label), str(label))
 
 
 def squad_source(question: str, context: str) -> str:
@@ -267,9 +259,8 @@ def glue_prediction(task: str, text: str, gold: str | float, labels: list[str] |
         except ValueError:
             pass
         return (0.0 if float(gold) >= 2.5 else 5.0), False
-    words = [LABEL_WORDS[task][name] for name in labels]
-    if text in words:
-        return words.index(text), True
+    if text in labels:  # the label names are T5's words
+        return labels.index(text), True
     return (labels.index(str(gold)) + 1) % len(labels), False
 
 
@@ -281,7 +272,7 @@ def glue_scores(task: str, examples: list[Text2TextExample], outputs: list[str])
     predicted, valid = zip(*(glue_prediction(task, text, ex.gold, labels) for ex, text in zip(examples, outputs)))
     gold = [float(ex.gold) for ex in examples] if labels is None else [labels.index(str(ex.gold)) for ex in examples]
     return {**percentages(glue_metrics(task, np.asarray(predicted), np.asarray(gold))),
-            "invalid": float(len(valid) - sum(valid))}
+            "invalid": len(valid) - sum(valid)}  # a count (an int in the JSON)
 
 
 def squad_scores(examples: list[Text2TextExample], outputs: list[str]) -> dict[str, float]:
@@ -308,7 +299,7 @@ def ner_scores(examples: list[Text2TextExample], outputs: list[str]) -> dict[str
     precision = correct / predicted if predicted else 0.0
     recall = correct / gold if gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {**percentages({"precision": precision, "recall": recall, "f1": f1}), "invalid": float(invalid)}
+    return {**percentages({"precision": precision, "recall": recall, "f1": f1}), "invalid": int(invalid)}
 
 
 def pair_scores(examples: list[Text2TextExample], outputs: list[str]) -> dict[str, float]:

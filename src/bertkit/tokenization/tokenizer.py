@@ -176,7 +176,12 @@ class Tokenizer:
         """
         directory = Path(directory)
         if not directory.is_dir():
-            raise BertkitError(f"{directory}: no such tokenizer directory")
+            from bertkit.interop.hub_cache import cached_snapshot, looks_like_model_id
+
+            snapshot = cached_snapshot(str(directory)) if looks_like_model_id(str(directory)) else None
+            if snapshot is None:
+                raise BertkitError(f"{directory}: no such tokenizer directory")
+            directory = snapshot  # a Hugging Face id in the local cache
         vocab_path, json_path, config_path = directory / VOCAB_FILE, directory / TOKENIZER_FILE, directory / CONFIG_FILE
         if not vocab_path.is_file() and not json_path.is_file():
             raise BertkitError(f"{directory}: no {VOCAB_FILE} or {TOKENIZER_FILE} in this directory")
@@ -278,7 +283,10 @@ class Tokenizer:
         config["additional_special_tokens"] = self.additional_special_tokens
         config["model_max_length"] = self.model_max_length
         config["clean_up_tokenization_spaces"] = True
-        config["model_input_names"] = ["input_ids", "token_type_ids", "attention_mask"]
+        # a decoder's tokenizer (no [CLS]/[SEP]: GPT-2's) gives no token types: transformers' GPT
+        # models would look zeros up in the token table
+        framed = self.cls_token is not None or self.sep_token is not None
+        config["model_input_names"] = ["input_ids", *(["token_type_ids"] if framed else []), "attention_mask"]
         write_text_atomic(directory / CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
         written.append(directory / CONFIG_FILE)
         return written
@@ -758,12 +766,20 @@ def _is_special(backend: RustTokenizer, token: str) -> bool:
 
 
 def _resolve_special_tokens(config: TokenizerConfig, vocab: Mapping[str, int], source: str) -> dict[str, str | None]:
-    """role -> token: the configured one (must be in `vocab`) or the first candidate found."""
+    """role -> token: the configured one (must be in `vocab`) or the first candidate found.
+
+    A decoder's tokenizer (GPT-2's, KoGPT2's: it names a bos_token but neither cls_token
+    nor sep_token) frames nothing, so no [CLS]/[SEP] is guessed for it: KoGPT2's vocabulary
+    holds <s> and </s>, and guessing them would wrap every text in `<s> A </s>`."""
+    decoder = config.bos_token is not None and config.cls_token is None and config.sep_token is None
     special: dict[str, str | None] = {}
     for role in SPECIAL_ROLES:
         token = getattr(config, role)
         if token is not None and token not in vocab:
             raise BertkitError(f"{source}: {role}={token!r} is not in the vocabulary")
+        if token is None and decoder and role in ("cls_token", "sep_token"):
+            special[role] = None
+            continue
         if token is None:
             token = next((c for c in SPECIAL_CANDIDATES[role] if c in vocab), None)
         special[role] = token

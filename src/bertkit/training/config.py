@@ -13,6 +13,7 @@ import json
 import math
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,24 +241,64 @@ def parse_value(text: str, hint: Any) -> Any:
     return value  # let validation name the field and the expected type
 
 
+# transformers' TrainingArguments names -> bertkit's field, so `--set learning_rate=2e-5` works
+# as a transformers user types it; a run without that field gets the advice instead
+TRAINING_ARGUMENTS_NAMES = {
+    "learning_rate": "lr",
+    "num_train_epochs": "epochs",
+    "per_device_train_batch_size": "batch_size",
+    "train_batch_size": "batch_size",
+    "per_device_eval_batch_size": "eval_batch_size",
+    "logging_steps": "log_steps",
+    "metric_for_best_model": "metric_for_best",
+}
+TRAINING_ARGUMENTS_ADVICE = {
+    "num_train_epochs": "a pre-training run counts steps: max_steps, or a wall-clock --budget",
+    "gradient_accumulation_steps": "set batch_size (the optimizer's batch) and micro_batch_size (one forward); "
+                                   "bertkit accumulates batch_size / micro_batch_size forwards",
+    "lr_scheduler_type": "the schedule is linear warm-up then linear decay (warmup_steps / warmup_ratio)",
+    "fp16": "precision=fp16 (or bf16, auto)", "bf16": "precision=bf16 (or fp16, auto)",
+}
+
+
+def transformers_name(key: str, names: list[str], source: str) -> str | None:
+    """bertkit's field for transformers' TrainingArguments name `key` (a warning names the
+    translation, once), or None when `key` is not one or this config lacks the field."""
+    field_name = TRAINING_ARGUMENTS_NAMES.get(key)
+    if field_name is None or field_name not in names:
+        return None
+    warnings.warn(f"{source} {key}: transformers' name, taken as bertkit's {field_name!r}", stacklevel=3)
+    return field_name
+
+
 def apply_overrides(obj, overrides: dict[str, Any], source: str = "--set"):
     """A copy of dataclass `obj` with `overrides` applied; unknown fields raise ConfigError.
 
     Values given as strings (from `--set`) are parsed against the field's type.
+    transformers' TrainingArguments names (`learning_rate`, `num_train_epochs`, ...) are
+    taken for bertkit's fields, with a warning naming the field.
     """
     hints = _field_types(type(obj))
     names = [f.name for f in dataclasses.fields(obj) if f.init]
     changes = {}
     for key, value in overrides.items():
         if key not in names:
-            hint = difflib.get_close_matches(key, names, n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ConfigError(f"{source}: unknown field {key!r}{suggestion}")
+            field_name = transformers_name(key, names, source)
+            if field_name is None:
+                raise ConfigError(f"{source}: unknown field {key!r}{_unknown_field_advice(key, names)}")
+            key = field_name
         changes[key] = parse_value(value, hints[key]) if isinstance(value, str) else value
     try:
         return dataclasses.replace(obj, **changes)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+
+
+def _unknown_field_advice(key: str, names: list[str]) -> str:
+    if key in TRAINING_ARGUMENTS_ADVICE:
+        return f" (transformers' TrainingArguments name; here: {TRAINING_ARGUMENTS_ADVICE[key]})"
+    hint = difflib.get_close_matches(key, names, n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""
 
 
 def parse_set_arguments(items: list[str] | None) -> dict[str, str]:

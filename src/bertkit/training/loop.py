@@ -49,15 +49,21 @@ from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import checkpoints as ckpt
 from bertkit.training.budget import BudgetClock, budget_lr_factor
+from bertkit.training.compile import compile_with_fallback
 from bertkit.training.faults import maybe_fail
 from bertkit.training.config import TrainingConfig
 from bertkit.training.distributed import DistContext, all_reduce_sum, barrier
 from bertkit.training.optim import build_optimizer, linear_schedule
 from bertkit.training.program import TrainingProgram
 from bertkit.training.ramp import ramp_batch_size
+from bertkit.training.nonfinite import PendingSteps, finite_flag, first_nonfinite_gradient, skip_update_unless, skips_on_device
 from bertkit.training.reporting import MetricsLog
+from bertkit.training.step_sums import add_into, read_sums
+from bertkit.training.throughput import ModelFlops, Peak, device_peak
 
 FINAL_DIR = "final"
+COMPILE_CACHE_DIR = "compile_cache"  # torch.compile's artefacts in the run folder, reused when it resumes
+DDP_BUCKET_MB = 25  # DDP's default: big enough to amortise a collective, small enough to start early
 BEST_DIR = "best"
 BEST_METRICS_FILE = "best_metrics.json"
 
@@ -76,6 +82,7 @@ class TrainResult:
     amp_skipped_steps: int = 0  # fp16 steps GradScaler skipped itself (loss-scale overflow), not failures
     budget_ended: bool = False  # a budget run ended because its time was spent (not at max_steps)
     elapsed_seconds: float | None = None  # a budget run's time spent (a resumed run's earlier part included)
+    mfu: float | None = None  # model FLOPs utilisation over the run's logged steps (None: no known peak)
 
 
 class Trainer:
@@ -104,7 +111,13 @@ class Trainer:
         self.accumulation = config.batch_size // per_step  # micro-batches per step at the full batch
         self.ramped = config.batch_ramp_start is not None
         self.samples_seen = 0  # stream positions consumed so far (the next step's first)
-        self._step_layout: tuple[int, int, int] | None = None  # the running step: (step, first position, micro-batches)
+        # the steps not yet checked for non-finite values: step -> (first position, micro-batches)
+        self._step_layouts: dict[int, tuple[int, int]] = {}
+        # check each step's loss and gradient on the host (None: on a CPU, where a read costs nothing;
+        # on a GPU the check is taken on the device and read at log steps, bertkit.training.nonfinite)
+        self.check_every_step: bool | None = None
+        self._flops: ModelFlops | None = None  # the model's FLOPs per token and the device's peak, for MFU
+        self._peak: Peak | None = None
         self.num_examples = program.num_train_examples()
         if self.num_examples <= 0:
             raise BertkitError("no training examples")
@@ -175,7 +188,7 @@ class Trainer:
     # ---- setup -----------------------------------------------------------------------
     def _wrap(self, model: nn.Module) -> nn.Module:
         if self.config.compile:
-            model = torch.compile(model)
+            compile_with_fallback(model, self.output_dir / COMPILE_CACHE_DIR, self._say)
         if not self.ctx.enabled:
             return model
         if self.config.parallel == "fsdp":
@@ -188,7 +201,15 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel
 
         device_ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=device_ids)
+        # gradients all-reduced in buckets while the backward pass still runs (DDP's default), the
+        # buckets' memory being the gradients themselves (no copy in and out of them)
+        return DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=DDP_BUCKET_MB,
+                                       gradient_as_bucket_view=True)
+
+    def _say(self, line: str) -> None:
+        """One line to the user from the main process (a notice, not an error)."""
+        if self.ctx.is_main:
+            print(line, flush=True)
 
     def _autocast(self):
         if self.precision == "fp32":
@@ -280,8 +301,8 @@ class Trainer:
     def describe_batch(self, step: int, shown: int = 8) -> str:
         """This process's training examples at `step` as `epoch:index` data positions
         (the first `shown`), so a user can look at their text."""
-        if self._step_layout is not None and self._step_layout[0] == step:
-            _, first, micro_batches = self._step_layout
+        if step in self._step_layouts:
+            first, micro_batches = self._step_layouts[step]
         else:
             first, micro_batches = self.samples_before(step), self.micro_batches_at(step)
         positions = [p for micro in range(micro_batches) for p in self._positions(first, micro)]
@@ -373,10 +394,13 @@ class Trainer:
         ckpt.sweep_incomplete(self.output_dir)
         model.to(ctx.device)
         model.train()
+        self._flops, self._peak = ModelFlops.of(model), device_peak(ctx.device, self.precision)
         wrapped = self._wrap(model)
         optimizer = build_optimizer(wrapped, cfg)
         scheduler = linear_schedule(optimizer, cfg.num_warmup_steps(), cfg.max_steps)
         scaler = torch.amp.GradScaler(ctx.device.type) if self.precision == "fp16" else None
+        every_step = self.check_every_step if self.check_every_step is not None else ctx.device.type != "cuda"
+        pending = PendingSteps() if not every_step and scaler is None and skips_on_device(optimizer) else None
         if cfg.budget_seconds is not None:
             self.budget = BudgetClock(cfg.budget_seconds, cfg.budget_evals, clock=self.clock)
         self.samples_seen = 0
@@ -387,12 +411,15 @@ class Trainer:
         end = None
         if self.budget is None:
             end = self.samples_seen + self.samples_before(cfg.max_steps) - self.samples_before(start)
-        stream = _prefetch(self._micro_batch_stream(self.samples_seen, end), depth=2 * self.accumulation)
+        batches_ahead = self._micro_batch_stream(self.samples_seen, end)
+        if ctx.device.type == "cuda":  # page-locked: the copies to the GPU run without holding the host
+            batches_ahead = ({k: v.pin_memory() for k, v in batch.items()} for batch in batches_ahead)
+        stream = _prefetch(batches_ahead, depth=2 * self.accumulation)
         log = MetricsLog(self.output_dir, cfg.tensorboard, resume_step=start if resume_from else None) if ctx.is_main else None
         bar = _progress(cfg, start, ctx)
-        window: dict[str, float] = {}
+        window: dict[str, Any] = {}  # the logging window's sums, tensors on the device until logged
         window_start = time.perf_counter()
-        total_tokens, total_time = 0.0, 0.0
+        total_tokens, total_time, total_flops = 0.0, 0.0, 0.0
         skipped = skipped_in_row = amp_skipped = 0
         last_saved = ckpt.latest_checkpoint(self.output_dir)
         step = start
@@ -404,16 +431,15 @@ class Trainer:
         try:
             for step in range(start, cfg.max_steps):
                 micro_batches = self.micro_batches_at(step, fraction)
-                self._step_layout = (step, self.samples_seen, micro_batches)
+                self._step_layouts[step] = (self.samples_seen, micro_batches)
                 self.samples_seen += micro_batches * self.sequences_per_micro
-                batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in next(stream).items()}
-                           for _ in range(micro_batches)]
-                counts: dict[str, float] = {}
-                for batch in batches:
-                    for key, value in self.program.loss_counts(batch).items():
-                        counts[key] = counts.get(key, 0.0) + value
+                host_batches = [next(stream) for _ in range(micro_batches)]
+                counts: dict[str, Any] = {}
+                for batch in host_batches:  # counted on the host's copy: no read from the device
+                    add_into(counts, self.program.loss_counts(batch))
+                stats = self._token_counts(host_batches)
+                batches = [{k: v.to(ctx.device, non_blocking=True) for k, v in batch.items()} for batch in host_batches]
                 totals = all_reduce_sum(counts, ctx)
-                stats: dict[str, float] = {}
                 for micro, batch in enumerate(batches):
                     self._seed_dropout(step, micro)
                     sync = micro == len(batches) - 1 or not hasattr(wrapped, "no_sync")
@@ -423,15 +449,24 @@ class Trainer:
                     # DDP/FSDP average gradients over processes; the loss is already a global mean
                     scaled = loss * ctx.world_size
                     (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                    micro_stats["loss"] = micro_stats.get("loss", 0.0) + float(loss.detach())
-                    micro_stats["tokens"] = float(self.program.count_tokens(batch))
-                    for key, value in micro_stats.items():
-                        stats[key] = stats.get(key, 0.0) + value
-                stats = all_reduce_sum(stats, ctx)
+                    micro_stats["loss"] = micro_stats.get("loss", 0.0) + loss.detach()
+                    add_into(stats, micro_stats)  # this process's sums, over processes when logged
                 if scaler is not None:
                     scaler.unscale_(optimizer)
+                # no host read: the norm stays a tensor and the clipping factor is applied on the device
                 grad_norm = torch.nn.utils.clip_grad_norm_(wrapped.parameters(), cfg.max_grad_norm)
-                problem = self._nonfinite_problem(stats["loss"], grad_norm, wrapped, scaler)
+                if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor over the shards -> the norm itself
+                    grad_norm = grad_norm.full_tensor()
+                finite = None
+                if pending is not None:  # decided on the device, read with the window (bertkit.training.nonfinite)
+                    finite = finite_flag(stats["loss"], grad_norm, ctx)
+                    skip_update_unless(optimizer, finite)
+                    pending.add(step, finite)
+                    problem = None
+                else:
+                    self._step_layouts = {step: self._step_layouts[step]}
+                    loss_value = float(all_reduce_sum({"loss": stats["loss"]}, ctx)["loss"])
+                    problem = self._nonfinite_problem(loss_value, grad_norm, wrapped, scaler)
                 if problem is not None:
                     optimizer.zero_grad(set_to_none=True)
                     skipped, skipped_in_row = skipped + 1, skipped_in_row + 1
@@ -448,7 +483,8 @@ class Trainer:
                     if bar is not None:
                         bar.update(1)
                     continue
-                skipped_in_row = 0
+                if pending is None:
+                    skipped_in_row = 0
                 if scaler is not None and not math.isfinite(float(grad_norm)):
                     amp_skipped += 1  # the loss scale overflowed: GradScaler skips this step itself
                 spent = due = False
@@ -465,26 +501,41 @@ class Trainer:
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 done = step + 1
-                for key, value in stats.items():
-                    window[key] = window.get(key, 0.0) + value
-                window["steps"] = window.get("steps", 0.0) + 1
-                window["grad_norm"] = window.get("grad_norm", 0.0) + float(grad_norm)
+                add_into(window, {**stats, "steps": 1.0, "grad_norm": grad_norm}, keep=finite)
                 last = done == cfg.max_steps or spent
                 if last and done < cfg.max_steps:
                     ended = done
-                if done % cfg.log_steps == 0 or last:
-                    elapsed = time.perf_counter() - window_start
-                    record = self._record(done, window, lr, elapsed)
-                    if self.ramped:
-                        record["batch_size"] = micro_batches * self.sequences_per_micro  # this step's batch
-                    total_tokens += window["tokens"]
-                    total_time += elapsed
-                    if log is not None:
-                        log.log(record)
-                    if bar is not None:
-                        bar.set_postfix({k: _short(record[k]) for k in ("loss", "lr", "tok/s", *self.program.progress_keys) if k in record})
-                    window, window_start = {}, time.perf_counter()
                 due = due if self.budget is not None else done % cfg.eval_steps == 0
+                logged = done % cfg.log_steps == 0 or last
+                if pending and (logged or due or done % cfg.save_steps == 0):
+                    for past, ok in pending.read():
+                        if ok:
+                            skipped_in_row = 0
+                            continue
+                        problem = "the loss or a gradient is non-finite (the update was not applied)"
+                        skipped, skipped_in_row = skipped + 1, skipped_in_row + 1
+                        self._on_nonfinite(past, problem, skipped_in_row, last_saved)
+                        if log is not None:
+                            log.log({"step": past + 1, "nonfinite_skipped": skipped})
+                        if bar is not None:
+                            bar.write(f"step {past + 1}: {problem}; step skipped ({skipped} so far)")
+                    self._step_layouts = {}
+                if logged:
+                    elapsed = time.perf_counter() - window_start
+                    values = self._window_values(window)
+                    if values["steps"] > 0:  # a window of skipped steps only has nothing to report
+                        record = self._record(done, values, lr, elapsed)
+                        if self.ramped:
+                            record["batch_size"] = micro_batches * self.sequences_per_micro  # this step's batch
+                        total_tokens += values["tokens"]
+                        total_flops += values.get("model_flops", 0.0)
+                        total_time += elapsed
+                        if log is not None:
+                            log.log(record)
+                        if bar is not None:
+                            bar.set_postfix({k: _short(record[k]) for k in ("loss", "lr", "tok/s", "mfu", *self.program.progress_keys)
+                                             if k in record})
+                    window, window_start = {}, time.perf_counter()
                 if due or last:
                     eval_started = time.perf_counter()
                     metrics = self.evaluate(wrapped)
@@ -527,12 +578,13 @@ class Trainer:
                 log.close()
         records = log.records if log is not None else []
         speed = total_tokens / total_time if total_time else 0.0
+        mfu = total_flops / total_time / self._peak.flops if total_time and self._peak is not None and total_flops else None
         has_best = ctx.is_main and self._best["step"] is not None
         return TrainResult(step, final if ctx.is_main else None, records, speed, skipped, amp_skipped_steps=amp_skipped,
                            best_dir=self.output_dir / BEST_DIR if has_best else None,
                            best_metric=self._best["value"], best_step=self._best["step"],
                            stopped_early=stopped is not None, budget_ended=ended is not None,
-                           elapsed_seconds=self.budget.elapsed() if self.budget is not None else None)
+                           elapsed_seconds=self.budget.elapsed() if self.budget is not None else None, mfu=mfu)
 
     def _budget_decisions(self, reserve: float) -> tuple[float, bool, bool]:
         """(the fraction of the budget spent, whether it is spent with `reserve` seconds kept,
@@ -545,12 +597,42 @@ class Trainer:
         shared = all_reduce_sum(local, self.ctx)
         return shared["fraction"], shared["spent"] > 0, shared["due"] > 0
 
+    def _token_counts(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        """Real tokens of a step's (host) micro-batches and, when the model's FLOPs are known,
+        the model FLOPs they cost (bertkit.training.throughput)."""
+        tokens = [self.program.count_tokens(batch) for batch in batches]
+        counts = {"tokens": float(sum(tokens))}
+        if self._flops is not None and self._peak is not None:
+            widths = [batch["input_ids"].shape[-1] if "input_ids" in batch else 0 for batch in batches]
+            counts["model_flops"] = sum(n * self._flops.per_token(width) for n, width in zip(tokens, widths))
+        return counts
+
+    def _window_values(self, window: dict[str, Any]) -> dict[str, float]:
+        """The window's sums as numbers (one read from the device), the program's statistics
+        summed over processes (the step count and gradient norm are the same on every one)."""
+        values = read_sums(window)
+        local = {k: v for k, v in values.items() if k not in ("steps", "grad_norm")}
+        return {**values, **all_reduce_sum(local, self.ctx)}
+
     def _record(self, step: int, window: dict[str, float], lr: float, elapsed: float) -> dict[str, Any]:
         steps = window["steps"]
         metrics = self.program.summarize(window)
         metrics.pop("loss", None)  # the optimised loss below is the one to report
-        return {"step": step, "loss": window["loss"] / steps, "lr": lr, "grad_norm": window["grad_norm"] / steps,
-                "tok/s": window["tokens"] / elapsed if elapsed > 0 else 0.0, **metrics}
+        record = {"step": step, "loss": window["loss"] / steps, "lr": lr, "grad_norm": window["grad_norm"] / steps,
+                  "tok/s": window["tokens"] / elapsed if elapsed > 0 else 0.0, **metrics}
+        if "model_flops" in window and elapsed > 0:
+            record["mfu"] = window["model_flops"] / elapsed / self._peak.flops
+        return record
+
+    def describe_mfu(self) -> str:
+        """How MFU is counted in this run, for a report."""
+        if self._flops is None:
+            return "not reported (the model's layers and width are not known)"
+        if self._peak is None:
+            where = "a CPU" if self.ctx.device.type != "cuda" else torch.cuda.get_device_name(self.ctx.device)
+            return f"not reported: no known {self.precision} peak for {where} (bench/bench_pretrain_step.py measures one)"
+        return (f"model FLOPs (6 x {self._flops.non_embedding_params:,} non-embedding parameters + 12 x layers x hidden "
+                f"x sequence length per token) / s over {self._peak.source}")
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         """Dev/held-out metrics in fp32 whatever the training precision: the score that picks
@@ -563,19 +645,6 @@ class Trainer:
                 return self.program.evaluate(model, self.ctx, self.micro_batch, self.config.eval_batches)
         finally:
             model.train()
-
-
-def first_nonfinite_gradient(model: nn.Module) -> str:
-    """The name of the first parameter whose gradient holds NaN or inf ("an unnamed
-    parameter" when none does on this process)."""
-    for name, parameter in model.named_parameters():
-        grad = parameter.grad
-        if grad is None:
-            continue
-        local = grad.to_local() if hasattr(grad, "to_local") else grad  # FSDP shards are DTensors
-        if not torch.isfinite(local).all():
-            return name
-    return "a parameter on another process"
 
 
 def _unwrap(model: nn.Module) -> nn.Module:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from tokenizers import pre_tokenizers
 from tqdm import tqdm
 
+from bertkit.columnar import expand_inputs, is_columnar, iter_column_texts
 from bertkit.errors import BertkitError
 from bertkit.parallel import parallel_map
 from bertkit.textio import check_readable, cut_long_line, iter_lines
@@ -77,9 +78,14 @@ def text_normalizer(text: TextOptions):
 
 
 def iter_texts(source: CorpusSource) -> Iterator[str]:
-    """Every non-blank text of every file, in order (errors name file and line)."""
+    """Every non-blank text of every file, in order (errors name file and line). A Parquet or
+    Arrow file gives its `text_field` column (or `tsv_column`), a record batch at a time."""
     for path in source.files:
-        if source.tsv_column is None:
+        if is_columnar(path):
+            for _, text in iter_column_texts(path, source.tsv_column or source.text_field):
+                if text and not text.isspace():
+                    yield from cut_long_line(text, CHUNK_CHARS)
+        elif source.tsv_column is None:
             for _, text in iter_lines(path, text_field=source.text_field, skip_bad=source.skip_bad_lines):
                 if text and not text.isspace():
                     yield from cut_long_line(text, CHUNK_CHARS)  # a file without line breaks: bounded chunks
@@ -271,6 +277,7 @@ def _counted(chunks: Iterable[list[str]], bar: tqdm) -> Iterator[list[str]]:
 
 
 def existing_files(paths: Iterable[str | Path]) -> tuple[str, ...]:
-    """The paths as strings, each checked up front to be a readable file (errors name the path)."""
-    return tuple(str(check_readable(path)) for path in paths)
+    """The paths as strings, each checked up front to be a readable file (errors name the path);
+    a folder of Parquet / Arrow files (or a datasets save_to_disk folder) stands for its files."""
+    return tuple(str(check_readable(path)) for path in expand_inputs(list(paths)))
 

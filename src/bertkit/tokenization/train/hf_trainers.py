@@ -29,7 +29,7 @@ from bertkit.tokenization.wordpiece import MAX_INPUT_CHARS_PER_WORD, WORDPIECE_P
 
 def train_frequency_rule(word_counts: Mapping[str, int], options: TrainOptions) -> Tokenizer:
     """wordpiece-freq, bpe or bbpe from word counts (BERT words; byte-level words for bbpe)."""
-    algorithm, specials = options.algorithm, options.special_tokens.tokens()
+    algorithm, specials = options.algorithm, options.reserved_tokens()
     chars, marked = initial_symbols(word_counts, options)
     if not word_counts or not chars:
         raise BertkitError("empty corpus: no words to build a vocabulary from")
@@ -65,7 +65,10 @@ def train_frequency_rule(word_counts: Mapping[str, int], options: TrainOptions) 
         model = models.BPE(ids, merges, unk_token=options.special_tokens.unk, end_of_word_suffix=BPE_SUFFIX)
     else:
         model = models.BPE(ids, merges)
-    return finish(with_pipeline(Tokenizer(model), algorithm, options.text), algorithm, options.special_tokens)
+    tokenizer = with_pipeline(Tokenizer(model), algorithm, options.text)
+    if options.decoder_layout is not None:
+        return options.decoder_layout.finish(tokenizer, options.special_tokens.extra)
+    return finish(tokenizer, algorithm, options.special_tokens)
 
 
 def initial_symbols(word_counts: Mapping[str, int], options: TrainOptions) -> tuple[list[str], list[str]]:

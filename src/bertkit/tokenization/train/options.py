@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.tokenization.files import MORPHEME_SPLITTERS
+from bertkit.tokenization.train.decoder_layouts import BBPE_LAYOUTS, DecoderLayout, decoder_layout
 from bertkit.tokenization.train.unigram import resolve_layout
 from bertkit.tokenization.train.wordpiece_likelihood import DEFAULT_SCORE, SCORES
 
@@ -21,8 +22,9 @@ SPECIAL_ROLES = ("pad", "unk", "cls", "sep", "mask")
 class SpecialTokens:
     """Special tokens by role, and the order in which they open the vocabulary (ids 0, 1, ...).
 
-    After the five role tokens come `extra` tokens, then `unused` placeholder slots
-    `[unused0]`, `[unused1]`, ... (BERT reserves such slots for later use).
+    `order` lists the five roles, and may place `extra` tokens among them by name
+    (KoBART's <usr> at id 2); the other `extra` tokens come after, then `unused`
+    placeholder slots `[unused0]`, `[unused1]`, ... (BERT reserves such slots for later use).
     """
 
     pad: str = "[PAD]"
@@ -35,8 +37,11 @@ class SpecialTokens:
     order: tuple[str, ...] = SPECIAL_ROLES
 
     def __post_init__(self) -> None:
-        if sorted(self.order) != sorted(SPECIAL_ROLES):
-            raise ConfigError(f"special token order={self.order!r} must list each of {SPECIAL_ROLES} once")
+        roles = [name for name in self.order if name in SPECIAL_ROLES]
+        placed = [name for name in self.order if name not in SPECIAL_ROLES]
+        if sorted(roles) != sorted(SPECIAL_ROLES) or any(name not in self.extra for name in placed):
+            raise ConfigError(f"special token order={self.order!r} must list each of {SPECIAL_ROLES} once "
+                              "(and may place extra tokens by name)")
         if not isinstance(self.unused, int) or self.unused < 0:
             raise ConfigError(f"unused={self.unused!r} must be an integer >= 0")
         tokens = self.tokens()
@@ -53,7 +58,8 @@ class SpecialTokens:
     def tokens(self) -> list[str]:
         """All special tokens in vocabulary order."""
         unused = [f"[unused{i}]" for i in range(self.unused)]
-        return [self.role(r) for r in self.order] + list(self.extra) + unused
+        ordered = [self.role(name) if name in SPECIAL_ROLES else name for name in self.order]
+        return ordered + [t for t in self.extra if t not in self.order] + unused
 
 
 BERT_SPECIALS = SpecialTokens()
@@ -61,6 +67,17 @@ BERT_SPECIALS = SpecialTokens()
 ROBERTA_SPECIALS = SpecialTokens(
     pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>", order=("cls", "pad", "sep", "unk", "mask")
 )
+
+
+# KoBART's (gogamza/kobart-base-v2): <s>=0 </s>=1 <usr>=2 <pad>=3 <sys>=4 <unk>=5 <mask>=6
+KOBART_SPECIALS = SpecialTokens(
+    pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>", extra=("<usr>", "<sys>"),
+    order=("cls", "sep", "<usr>", "pad", "<sys>", "unk", "mask"),
+)
+# --layout for the BPE algorithms: BART's specials are RoBERTa's (bbpe's default), KoBART's its own;
+# <s> / </s> play BOS / EOS ([CLS] / [SEP]): `<s> A </s>`, `<s> A </s> B </s>`
+SPECIAL_LAYOUTS = {"bart": ROBERTA_SPECIALS, "kobart": KOBART_SPECIALS}
+SPECIAL_LAYOUT_ALGORITHMS = ("bpe", "bbpe")
 
 
 def default_specials(algorithm: str) -> SpecialTokens:
@@ -107,7 +124,9 @@ class TrainOptions:
     to be merged. `limit_alphabet`: keep only the most frequent characters; words with other
     characters are left out (encoding makes them the unknown token). Not for bbpe, whose
     alphabet is the 256 bytes. `workers`: processes for word counting (None = all cores).
-    unigram only: `layout` ("xlnet", "t5", "albert"; None: t5 with sentinels, else xlnet)
+    bbpe: `layout` "roberta" (None: the default), "gpt2" or "kogpt2" (decoder_layouts.py:
+    a decoder's specials, no template, cased by default; `specials` other than `extra` do
+    not apply). unigram: `layout` ("xlnet", "t5", "albert"; None: t5 with sentinels, else xlnet)
     decides the special tokens and template (unigram.py); `sentinels` T5 sentinels at
     the top of the vocabulary; only `specials.extra` of `specials` applies (more special
     tokens after the layout's); `min_frequency` does not apply; text: NFKC always,
@@ -165,12 +184,24 @@ class TrainOptions:
                     raise ConfigError(
                         f"text.{name} ({flag}) does not apply to unigram (its text pipeline: NFKC, then case)"
                     )
-        elif self.layout is not None or self.sentinels:
-            raise ConfigError(f"layout and sentinels apply only to algorithm='unigram', not {self.algorithm!r}")
+        elif self.sentinels:
+            raise ConfigError(f"sentinels apply only to algorithm='unigram', not {self.algorithm!r}")
+        elif self.layout is not None:
+            decoder = self.algorithm == "bbpe" and self.layout in BBPE_LAYOUTS
+            seq2seq = self.algorithm in SPECIAL_LAYOUT_ALGORITHMS and self.layout in SPECIAL_LAYOUTS
+            if not (decoder or seq2seq):
+                raise ConfigError(f"layout={self.layout!r} does not apply to algorithm={self.algorithm!r} (unigram: "
+                                  f"xlnet, t5, albert; bbpe: {', '.join(BBPE_LAYOUTS)}; "
+                                  f"{', '.join(SPECIAL_LAYOUT_ALGORITHMS)}: {', '.join(SPECIAL_LAYOUTS)})")
+            if self.decoder_layout is not None and self.specials is not None and self.specials.unused:
+                raise ConfigError(f"unused tokens do not apply to layout={self.layout!r} (it has its own specials)")
         if not self.text_field:
             raise ConfigError("text_field must be a non-empty JSON key")
         if self.text.lowercase is None:  # resolve the per-algorithm default once
-            lowercase = resolve_layout(self.layout, self.sentinels).lowercase if self.algorithm == "unigram" else True
+            if self.algorithm == "unigram":
+                lowercase = resolve_layout(self.layout, self.sentinels).lowercase
+            else:
+                lowercase = self.decoder_layout is None  # GPT-2 and KoGPT2 are cased
             object.__setattr__(self, "text", replace(self.text, lowercase=lowercase))
         if self.text.tokenize_chinese_chars is None:  # resolve the per-algorithm default once
             object.__setattr__(self, "text", replace(self.text, tokenize_chinese_chars=self.algorithm != "bbpe"))
@@ -184,11 +215,30 @@ class TrainOptions:
 
     @property
     def special_tokens(self) -> SpecialTokens:
-        return self.specials if self.specials is not None else default_specials(self.algorithm)
+        if self.specials is not None:
+            return self.specials
+        return SPECIAL_LAYOUTS[self.layout] if self.layout in SPECIAL_LAYOUTS else default_specials(self.algorithm)
+
+    @property
+    def has_bos_eos(self) -> bool:
+        """Whether [CLS] / [SEP] are also written as BOS / EOS (byte-level BPE, the bart / kobart layouts)."""
+        return self.algorithm == "bbpe" or self.layout in SPECIAL_LAYOUTS
+
+    @property
+    def decoder_layout(self) -> DecoderLayout | None:
+        """bbpe's decoder layout (gpt2, kogpt2); None for the encoder layouts."""
+        return decoder_layout(self.layout) if self.algorithm == "bbpe" else None
+
+    def reserved_tokens(self) -> list[str]:
+        """The special tokens opening the vocabulary, in id order."""
+        layout = self.decoder_layout
+        if layout is not None:
+            return layout.reserved_tokens(self.special_tokens.extra)
+        return self.special_tokens.tokens()
 
     def room_to_learn(self, alphabet_size: int) -> int:
         """Tokens left to learn after the specials and the alphabet; an error when negative."""
-        reserved = len(self.special_tokens.tokens())
+        reserved = len(self.reserved_tokens())
         room = self.vocab_size - reserved - alphabet_size
         if room < 0:
             hint = "" if self.algorithm == "bbpe" else " or a limit_alphabet"

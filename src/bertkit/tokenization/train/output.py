@@ -61,6 +61,8 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
         return written
     if options.algorithm in ("wordpiece", "wordpiece-freq"):
         write("vocab.txt", "".join(f"{token}\n" for token in by_id))
+    elif options.decoder_layout is not None:
+        return written + _save_decoder_files(tokenizer, directory, options, files)
     else:
         model = json.loads(tokenizer.to_str())["model"]
         write("vocab.json", json.dumps(model["vocab"], ensure_ascii=False) + "\n")
@@ -72,10 +74,35 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
     )
     specials = options.special_tokens
     special_map = {f"{role}_token": specials.role(role) for role in SPECIAL_ROLES}
-    if options.algorithm == "bbpe":
+    if options.has_bos_eos:
         special_map.update(bos_token=specials.cls, eos_token=specials.sep)
     write("special_tokens_map.json", json.dumps(special_map, indent=2, ensure_ascii=False) + "\n")
     return written
+
+
+def _save_decoder_files(tokenizer: Tokenizer, directory: Path, options: TrainOptions, files: Sequence[str]) -> list[Path]:
+    """vocab.json, merges.txt, and the decoder layout's tokenizer_config.json / special_tokens_map.json."""
+    layout = options.decoder_layout
+    model = json.loads(tokenizer.to_str())["model"]
+    merges = ["#version: 0.2"] + [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    config = layout.config()
+    config["additional_special_tokens"] += [t for t in options.special_tokens.extra if t not in layout.tokens]
+    config.update(
+        do_lower_case=options.text.lowercase,
+        add_prefix_space=True,
+        model_max_length=options.model_max_length,
+        bertkit_training=training_record(options, files),
+    )
+    special_map = {k: v for k, v in config.items() if k.endswith("_token") or k == "additional_special_tokens"}
+    contents = {
+        "vocab.json": json.dumps(model["vocab"], ensure_ascii=False) + "\n",
+        "merges.txt": "\n".join(merges) + "\n",
+        "tokenizer_config.json": json.dumps(config, indent=2, ensure_ascii=False) + "\n",
+        "special_tokens_map.json": json.dumps(special_map, indent=2, ensure_ascii=False) + "\n",
+    }
+    for name, text in contents.items():
+        write_text_atomic(directory / name, text)
+    return [directory / name for name in contents]
 
 
 def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequence[str]) -> dict:
@@ -98,8 +125,10 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
         "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         "clean_up_tokenization_spaces": options.algorithm != "bbpe",
     }
+    if options.has_bos_eos:
+        config.update(bos_token=specials.cls, eos_token=specials.sep)
     if options.algorithm == "bbpe":
-        config.update(bos_token=specials.cls, eos_token=specials.sep, add_prefix_space=True)
+        config.update(add_prefix_space=True)
     extra = list(specials.extra) + [f"[unused{i}]" for i in range(specials.unused)]
     if extra:
         config["additional_special_tokens"] = extra
@@ -117,9 +146,13 @@ def training_record(options: TrainOptions, files: Sequence[str]) -> dict:
         "limit_alphabet": options.limit_alphabet,
         "files": [Path(f).name for f in files],
     }
+    if options.decoder_layout is not None:
+        record["layout"] = options.decoder_layout.name
     if options.algorithm == "unigram":
         del record["score"], record["min_frequency"], record["limit_alphabet"]
         record.update(layout=resolve_layout(options.layout, options.sentinels).name, sentinels=options.sentinels)
+    elif options.layout is not None:
+        record.update(layout=options.layout)
     return record
 
 

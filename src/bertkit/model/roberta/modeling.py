@@ -15,33 +15,24 @@ both ways with `from_pretrained` / `save_pretrained`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
-from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
+from bertkit.model.bert.config import BertConfig
+from bertkit.model.bert.modeling import IGNORE_INDEX, BertModel, BertPreTrainedModel, masked_lm
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.heads import TiedDecoderHead
 from bertkit.model.outputs import MaskedLMOutput
-from bertkit.model.task_heads import (
+from bertkit.model.bert.task_heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     FirstTokenClassificationHead,
 )
-
-
-@dataclass
-class RobertaConfig(BertConfig):
-    """HF `RobertaConfig`: BertConfig's fields with RoBERTa's defaults (`model_type` "roberta", pad id 1)."""
-
-    vocab_size: int = 50265
-    pad_token_id: int = 1
-    model_type: str = "roberta"
+from bertkit.model.roberta.config import RobertaConfig
 
 
 def roberta_position_ids(input_ids: torch.Tensor, padding_idx: int) -> torch.Tensor:
@@ -84,7 +75,7 @@ class RobertaEmbeddings(BertEmbeddings):
 class RobertaPreTrainedModel(BertPreTrainedModel):
     """RoBERTa's config class and its encoder attribute `roberta` (HF's base_model_prefix).
 
-    The task models below are BERT's task heads (bertkit.model.task_heads) over the
+    The task models below are BERT's task heads (bertkit.model.bert.task_heads) over the
     encoder `build_backbone` makes, held at `roberta`."""
 
     base_model_prefix = "roberta"
@@ -138,8 +129,8 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
@@ -190,3 +181,18 @@ class RobertaForMultipleChoice(RobertaPreTrainedModel, BertForMultipleChoice):
 
     backbone_prefix = "roberta."
     optional_prefixes = ("classifier.", "roberta.pooler.")
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ):
+        """As BertForMultipleChoice, in transformers' own order for this class (token_type_ids
+        second: RobertaForMultipleChoice's signature differs from its siblings')."""
+        return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                               labels=labels, output_hidden_states=output_hidden_states,
+                               output_attentions=output_attentions)

@@ -33,7 +33,7 @@ from torch import nn
 from bertkit.model.dropout import Dropout
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.unpad import Unpadding
-from bertkit.model.xlnet_config import XLNetConfig
+from bertkit.model.xlnet.config import XLNetConfig
 
 MASKED_SCORE = -1e30  # transformers' (and the original's) score of a masked key
 MASKED_SCORE_FP16 = -65500.0

@@ -13,18 +13,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.errors import BertkitError
 from bertkit.interop import prelayernorm
 from bertkit.model.embeddings import BertEmbeddings
+from bertkit.model.bert.config import BertConfig
 from bertkit.model.heads import BertPooler, BertPreTrainingHeads
 from bertkit.model.layers import BertEncoder
+from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding, UnpadSwitch, accepts_unpadding
 
-IGNORE_INDEX = -100
 
 
 def broadcast_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -154,8 +154,8 @@ class BertModel(UnpadSwitch, BertPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         unpad: bool | None = None,
@@ -269,8 +269,8 @@ class BertForPreTraining(BertPreTrainedModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         next_sentence_label: torch.Tensor | None = None,
         output_hidden_states: bool = False,

@@ -6,7 +6,7 @@ ways as a load: `transformer.{word_embedding, mask_emb, layer.N.rel_attn.{q,k,v,
 r_r_bias,r_s_bias,r_w_bias,seg_embed,layer_norm}, layer.N.ff.{layer_1,layer_2,layer_norm}}`;
 the LM head `lm_loss` (its weight tied to `word_embedding`, only `lm_loss.bias` stored);
 the sequence heads' `sequence_summary.summary` + `logits_proj`; `classifier`;
-`qa_outputs`. The attention itself is in bertkit.model.xlnet_attention.
+`qa_outputs`. The attention itself is in bertkit.model.xlnet.attention.
 
 Inputs (B, T) unless said: input_ids, attention_mask (1 = token; or HF's `input_mask`,
 1 = padding), token_type_ids (segment ids: only "same segment or not" matters),
@@ -36,14 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.model.bert import IGNORE_INDEX
+from bertkit.model.bert.modeling import IGNORE_INDEX
 from bertkit.model.dropout import Dropout
-from bertkit.model.electra import ElectraSequenceSummary
+from bertkit.model.electra.modeling import ElectraSequenceSummary
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.unpad import UnpadSwitch, plan_unpadding
-from bertkit.model.task_heads import choice_output, flatten_choices, problem_type, sequence_classification_loss
-from bertkit.model.xlnet_attention import (
+from bertkit.model.bert.task_heads import choice_output, flatten_choices, problem_type, sequence_classification_loss
+from bertkit.model.xlnet.attention import (
     AttentionInputs,
     XLNetLayer,
     XLNetRelativeAttention,
@@ -51,7 +51,7 @@ from bertkit.model.xlnet_attention import (
     segment_difference,
     sinusoid_positions,
 )
-from bertkit.model.xlnet_config import XLNetConfig
+from bertkit.model.xlnet.config import XLNetConfig
 
 Mems = tuple[torch.Tensor, ...]
 

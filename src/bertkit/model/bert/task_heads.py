@@ -30,41 +30,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model.bert import IGNORE_INDEX, BertModel, BertPreTrainedModel
+from bertkit.model.bert.config import BertConfig
+from bertkit.model.bert.modeling import BertModel, BertPreTrainedModel
 from bertkit.model.layers import mean_over_tokens
+from bertkit.model.losses import (
+    IGNORE_INDEX,
+    choice_output,
+    classifier_dropout,
+    flatten_choices,
+    problem_type,
+    sequence_classification_loss,
+)
 from bertkit.model.outputs import (
     MultipleChoiceModelOutput,
     QuestionAnsweringModelOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-
-
-def classifier_dropout(config: BertConfig) -> float:
-    """Dropout before a classification layer: classifier_dropout, else hidden_dropout_prob."""
-    return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-
-
-def problem_type(config: BertConfig, labels: torch.Tensor) -> str:
-    """The loss a sequence classifier uses for `labels` (transformers' rule; the config is not changed)."""
-    if config.problem_type is not None:
-        return config.problem_type
-    if config.num_labels == 1:
-        return "regression"
-    return "multi_label_classification" if labels.is_floating_point() else "single_label_classification"
-
-
-def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
-    """logits (B, K); labels (B,) int class ids (-100 ignored), (B,) / (B, K) float targets."""
-    if kind == "regression":
-        if logits.shape[-1] == 1:
-            return F.mse_loss(logits.view(-1), labels.view(-1).to(logits.dtype))
-        return F.mse_loss(logits, labels.to(logits.dtype))
-    if kind == "multi_label_classification":
-        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
 
 
 class FirstTokenClassificationHead(nn.Module):
@@ -157,8 +140,8 @@ class BertForSequenceClassification(BertTaskModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
@@ -199,8 +182,8 @@ class BertForTokenClassification(BertTaskModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
@@ -240,8 +223,8 @@ class BertForQuestionAnswering(BertTaskModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
         output_hidden_states: bool = False,
@@ -285,8 +268,8 @@ class BertForMultipleChoice(BertTaskModel):
     def forward(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
@@ -297,21 +280,6 @@ class BertForMultipleChoice(BertTaskModel):
         out = self.encode_for_first_token(ids, types, mask, output_hidden_states, output_attentions)
         scores = self.classifier(self.dropout(out.pooler_output))  # (B * C, 1)
         return choice_output(scores, input_ids.shape[1], labels, out)
-
-
-def flatten_choices(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
-    """(B, C, T) multiple-choice inputs as (B * C, T) rows (None stays None)."""
-    return tuple(None if x is None else x.reshape(-1, x.shape[-1]) for x in tensors)
-
-
-def choice_output(scores: torch.Tensor, num_choices: int, labels: torch.Tensor | None, out) -> MultipleChoiceModelOutput:
-    """One score per (context, choice) row (B * C, 1) -> logits (B, C), and the
-    cross-entropy over the choices when `labels` (B,) are given (-100 ignored)."""
-    logits = scores.view(-1, num_choices)  # (B, C)
-    loss = None
-    if labels is not None:
-        loss = F.cross_entropy(logits, labels.view(-1), ignore_index=IGNORE_INDEX)
-    return MultipleChoiceModelOutput(loss, logits, out.hidden_states, out.attentions)
 
 
 TASK_MODEL_CLASSES = {
