@@ -1,16 +1,15 @@
 """Inference precision: fp32 (default), int8 (dynamic quantization) or bf16.
 
-- "int8": every `nn.Linear` becomes a dynamically quantized linear
-  (`torch.ao.quantization.quantize_dynamic`): int8 weights per output channel,
-  activations quantized per batch to uint8, matmuls on int8 kernels (AVX-512 VNNI);
-  embeddings, LayerNorm and the attention itself stay fp32. CPU only. torch's dynamic
-  linear quantizes activations to 7 bits (`reduce_range`), the safe choice for CPUs
-  without VNNI, whose u8*s8 pair sums saturate at 16 bits; on a VNNI CPU the full 8 bits
-  are safe, and on all-MiniLM-L6-v2 they lift the embeddings' cosine to fp32 from 0.96
-  to 0.99 (min over a test set) and run faster: bertkit.inference.quantization uses them
-  there. This is the quantization ONNX Runtime applies (`quantize_dynamic(per_channel=True)`,
-  what `bertkit export onnx --precision int8` writes), which was no faster here (rough
-  checks), and it keeps every bertkit model and output (hidden states, attentions, heads).
+- "int8": every `nn.Linear` becomes an int8 linear (bertkit.inference.quantization):
+  int8 weights per output channel, activations quantized at run time, matmuls on int8
+  kernels; embeddings, LayerNorm and the attention itself stay fp32. CPU only. The
+  scheme follows the CPU's int8 class: with VNNI (32-bit sums of u8*s8 products) torch's
+  dynamic linear with 8-bit activations, one scale per call (cosine to fp32 0.99 on
+  all-MiniLM-L6-v2, and faster); without VNNI (AVX2, whose 16-bit pair sums saturate)
+  7-bit weights and 8-bit activations with one scale per token on oneDNN's int8 GEMM.
+  Where the measured figures of a CPU class miss a target, loading in int8 says so in one
+  line (`int8_notice`). ONNX Runtime's dynamic quantization (`bertkit export onnx
+  --precision int8`) was no faster on either class (docs/export.md).
 - "bf16": weights and compute in bfloat16 (AVX-512 BF16 on CPU, tensor cores on GPU).
 
 Callers keep their dtype contract: logits and embeddings come back float32 whatever the
@@ -19,10 +18,23 @@ precision (bertkit.tasks.programs.run_features and embed cast them).
 
 from __future__ import annotations
 
+import os
+import sys
+
 from bertkit.errors import BertkitError
 
 PRECISIONS = ("fp32", "int8", "bf16")
 DEFAULT_PRECISION = "fp32"
+
+# int8 against its targets (embed >= 1.8x fp32's speed, sentences' cosine to fp32 >= 0.99 at
+# the 5th percentile), per CPU int8 class where a target is missed: measured with
+# bench/bench_precision.py on all-MiniLM-L6-v2 (docs/export.md, "int8 by CPU class").
+INT8_SHORTFALLS = {
+    "avx2": "int8 on this CPU (AVX2, no VNNI): embed bounded near 1.49x fp32's speed, short of the 1.8x "
+            "target (its int8 matmuls measured 1.83x faster; attention, GELU and LayerNorm stay fp32); "
+            "sentences' cosine to fp32 0.997; docs/export.md, 'int8 by CPU class'",
+}
+_SAID: set[str] = set()
 
 
 def check_precision(precision: str | None) -> str:
@@ -53,5 +65,21 @@ def apply_precision(model, precision: str):
     if precision == "int8":
         from bertkit.inference.quantization import quantize_linear_layers
 
-        return quantize_linear_layers(model)
+        model = quantize_linear_layers(model)
+        _say_once(int8_notice())
     return model
+
+
+def int8_notice(cpu_class: str | None = None) -> str | None:
+    """The line int8 says at load on a CPU int8 class (None: this CPU's) whose measured
+    figures miss a target, with the figures; None where int8 meets them."""
+    from bertkit.inference import quantization
+
+    return INT8_SHORTFALLS.get(quantization.cpu_class() if cpu_class is None else cpu_class)
+
+
+def _say_once(line: str | None) -> None:
+    """`bertkit: LINE` on stderr, once per process (rank 0 under torchrun)."""
+    if line and line not in _SAID and os.environ.get("RANK", "0") == "0":
+        _SAID.add(line)
+        print(f"bertkit: {line}", file=sys.stderr)
