@@ -185,3 +185,17 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             grad_weight.addmm_(grad_logits.t(), hidden)
             grad_bias += grad_logits.sum(0)
         return grad_hidden, grad_weight, grad_bias, None, None
+
+
+class DenseTanhClassificationHead(nn.Module):
+    """transformers' sequence head of T5 and BART (`dense`, `out_proj`): (B, width) pooled ->
+    dropout -> dense -> tanh -> dropout -> (B, num_labels)."""
+
+    def __init__(self, width: int, num_labels: int, dropout: float):
+        super().__init__()
+        self.dense = nn.Linear(width, width)
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(width, num_labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))

@@ -103,3 +103,20 @@ class PreTrainedModel(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def normal_init(module: nn.Module, std: float) -> None:
+    """transformers' BERT-style init of one module: Linear and Embedding weights normal(0, std),
+    biases and the padding row zero, LayerNorm ones and zeros (BERT's and BART's `_init_module`)."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, 0.0, std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, std)
+        if module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)

@@ -36,11 +36,11 @@ from bertkit.model.bart.layers import (
     BartScaledWordEmbedding,
 )
 from bertkit.model.generation import GenerationMixin
-from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.heads import DenseTanhClassificationHead, decoder_cross_entropy
 from bertkit.model.losses import IGNORE_INDEX, problem_type, sequence_classification_loss
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.packed_linear import packed_matmul
-from bertkit.model.pretrained import PreTrainedModel
+from bertkit.model.pretrained import PreTrainedModel, normal_init
 from bertkit.model.t5.layers import LayerCache
 from bertkit.model.t5.modeling import Seq2SeqLMOutput, Seq2SeqModelOutput
 
@@ -93,20 +93,8 @@ class BartPreTrainedModel(PreTrainedModel):
 
     def _init_module(self, module: nn.Module) -> None:
         """transformers' init: normal(0, init_std) weights, zero biases, a zero padding row."""
-        std = self.config.init_std
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, 0.0, std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, 0.0, std)
-            if module.padding_idx is not None:
-                with torch.no_grad():
-                    module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-        elif isinstance(module, BartForConditionalGeneration):
+        normal_init(module, self.config.init_std)
+        if isinstance(module, BartForConditionalGeneration):
             nn.init.zeros_(module.final_logits_bias)
 
     def state_from_checkpoint(self, state: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
@@ -236,17 +224,11 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
 
-class BartClassificationHead(nn.Module):
-    """transformers' (`dense`, `out_proj`): (B, d_model) -> dropout -> dense -> tanh -> dropout -> (B, K)."""
+class BartClassificationHead(DenseTanhClassificationHead):
+    """BART's classification head (transformers' names)."""
 
     def __init__(self, config: BartConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.d_model)
-        self.dropout = nn.Dropout(config.classifier_dropout)
-        self.out_proj = nn.Linear(config.d_model, config.num_labels)
-
-    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))
+        super().__init__(config.d_model, config.num_labels, config.classifier_dropout)
 
 
 def last_eos_states(hidden: torch.Tensor, input_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:

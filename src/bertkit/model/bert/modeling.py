@@ -21,7 +21,7 @@ from bertkit.model.heads import BertPooler, BertPreTrainingHeads
 from bertkit.model.layers import BertEncoder
 from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
-from bertkit.model.pretrained import PreTrainedModel
+from bertkit.model.pretrained import PreTrainedModel, normal_init
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding, UnpadSwitch, accepts_unpadding
 
@@ -95,18 +95,7 @@ class BertPreTrainedModel(PreTrainedModel):
 
     def _init_module(self, module: nn.Module) -> None:
         std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, 0.0, std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, 0.0, std)
-            if module.padding_idx is not None:
-                with torch.no_grad():
-                    module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        normal_init(module, std)
 
     def state_from_checkpoint(self, state: dict[str, torch.Tensor], path: Path) -> dict[str, torch.Tensor]:
         """A pre-LN checkpoint in transformers' roberta-prelayernorm layout, under bertkit's names."""

@@ -48,6 +48,7 @@ from bertkit.model.t5.layers import (
 )
 from bertkit.model.bert.task_heads import problem_type, sequence_classification_loss
 from bertkit.model.t5.config import T5Config
+from bertkit.model.heads import DenseTanhClassificationHead
 
 IGNORE_INDEX = -100
 @dataclass
@@ -273,18 +274,11 @@ class T5EncoderModel(T5PreTrainedModel):
                             output_hidden_states=output_hidden_states)
 
 
-class T5ClassificationHead(nn.Module):
-    """transformers' T5 classification head (`dense`, `out_proj`): (B, d_model) pooled ->
-    dropout -> dense -> tanh -> dropout -> (B, num_labels)."""
+class T5ClassificationHead(DenseTanhClassificationHead):
+    """T5's classification head (transformers' names)."""
 
     def __init__(self, config: T5Config):
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.d_model)
-        self.dropout = nn.Dropout(config.classifier_dropout)
-        self.out_proj = nn.Linear(config.d_model, config.num_labels)
-
-    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))
+        super().__init__(config.d_model, config.num_labels, config.classifier_dropout)
 
 
 class T5EncoderForSequenceClassification(T5PreTrainedModel):
