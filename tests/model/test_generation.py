@@ -222,7 +222,7 @@ def test_repetition_penalty_is_transformers(penalty):
     tokens = torch.randint(0, 20, (6, 9), generator=torch.Generator().manual_seed(1))
     scores = _scores(6, 20)
     reference = RepetitionPenaltyLogitsProcessor(penalty)(tokens, scores.clone())
-    assert torch.equal(rules.penalize_repetition(scores, tokens, penalty), reference)
+    assert torch.equal(rules.penalize_repetitions(scores, tokens, penalty), reference)
 
 
 def test_repetition_penalty_makes_generate_repeat_less():
