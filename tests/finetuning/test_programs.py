@@ -50,7 +50,8 @@ def test_loss_is_normalised_by_global_counts(tiny_model_dir, fixtures):
     features = prepared.train.features[:8]
     full = program.collate(features)
     loss, stats = program.compute_loss(model, full, program.loss_counts(full))
-    reference = model(full["input_ids"], full["token_type_ids"], full["attention_mask"], labels=full["labels"]).loss
+    reference = model(input_ids=full["input_ids"], token_type_ids=full["token_type_ids"], attention_mask=full["attention_mask"],
+                      labels=full["labels"]).loss
     torch.testing.assert_close(loss, reference)  # one micro-batch: the model's own mean
     loss.backward()
     whole = [p.grad.clone() for p in model.parameters()]
@@ -171,7 +172,8 @@ def test_from_the_real_minilm_checkpoint(minilm_dir, fixtures, tmp_path, capsys)
     with torch.no_grad():
         expected = reference(**inputs).logits.softmax(-1)
     predictions = bertkit.predict(best, sentences, device="cpu")
-    got = torch.tensor([[p["scores"]["0"], p["scores"]["1"]] for p in predictions], dtype=torch.float32)
+    got = torch.tensor([[p["scores"]["unacceptable"], p["scores"]["acceptable"]] for p in predictions],  # GLUE names
+                       dtype=torch.float32)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert bertkit.predict(best, "One sentence.", device="cpu")[0]["label"] in ("unacceptable", "acceptable")  # GLUE names
     assert (out / "report.md").read_text().count("classifier.bias, classifier.weight") == 1

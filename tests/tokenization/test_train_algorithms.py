@@ -359,7 +359,7 @@ def test_missing_and_directory_inputs(capsys, tmp_path):
     code, err = run_cli(capsys, "train", "-o", str(tmp_path / "t"), str(tmp_path / "nope.txt"))
     assert code == 1 and "nope.txt: no such file" in err
     code, err = run_cli(capsys, "train", "-o", str(tmp_path / "t"), str(tmp_path))
-    assert code == 1 and "is a directory" in err
+    assert code == 1 and "a folder without .parquet files or a datasets save_to_disk layout" in err  # folders: Parquet / Arrow
 
 
 def test_bad_numbers_and_tsv_column(capsys, corpus, tmp_path):

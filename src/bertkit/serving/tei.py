@@ -94,7 +94,10 @@ async def similarity_body(state, body: dict):
 
 
 def _is_classifier(served) -> bool:
-    return served.task is not None and served.task.spec.family == "classification"
+    """A sequence classifier (TEI's /predict): its task family trains the `classification` head."""
+    from bertkit.tasks.registry import get_task_family
+
+    return served.task is not None and get_task_family(served.task.spec.family).head_name == "classification"
 
 
 def classifier_inputs(body: dict, name: str, max_items: int, pairs: bool) -> tuple[list, bool]:

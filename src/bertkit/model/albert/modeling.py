@@ -28,8 +28,8 @@ work see only the real tokens, and padding positions of the outputs are zeros.
 Two deliberate differences from transformers' AlbertLayer: the FFN output gets dropout
 before its residual (as in the original ALBERT and in BERT; transformers defines it but
 does not apply it), which matters only when training with hidden_dropout_prob > 0
-(ALBERT's default is 0); and `forward` takes (input_ids, token_type_ids, attention_mask)
-in BertModel's positional order.
+(ALBERT's default is 0); and `forward` takes (input_ids, attention_mask, token_type_ids)
+in transformers' positional order.
 """
 
 from __future__ import annotations
