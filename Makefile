@@ -33,7 +33,7 @@ browser:
 	  else echo "make: no chromium (needs apt-get as root); the browser test will be skipped"; fi; }
 
 test: $(STAMP) browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 bench: $(STAMP)
 	$(PY) bench/bench_embed.py

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# `make test` runs two pytest-xdist workers on a 2-core machine: one thread each (the tests'
+# subprocesses inherit it) instead of two workers fighting over both cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest
 
