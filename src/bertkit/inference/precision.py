@@ -30,9 +30,10 @@ DEFAULT_PRECISION = "fp32"
 # the 5th percentile), per CPU int8 class where a target is missed: measured with
 # bench/bench_precision.py on all-MiniLM-L6-v2 (docs/export.md, "int8 by CPU class").
 INT8_SHORTFALLS = {
-    "avx2": "int8 on this CPU (AVX2, no VNNI): embed bounded near 1.49x fp32's speed, short of the 1.8x "
-            "target (its int8 matmuls measured 1.83x faster; attention, GELU and LayerNorm stay fp32); "
-            "sentences' cosine to fp32 0.997; docs/export.md, 'int8 by CPU class'",
+    "avx2": "int8 on this CPU (AVX2, no VNNI): embed measured 1.13x fp32's speed, short of the 1.8x target, "
+            "which AVX2's int8 arithmetic cannot reach (bound 1.49x: its int8 matmuls are 1.83x faster, "
+            "attention, GELU and LayerNorm stay fp32); sentences' cosine to fp32 0.997; "
+            "docs/export.md, 'int8 by CPU class'",
 }
 _SAID: set[str] = set()
 
