@@ -131,6 +131,29 @@ def test_padded_batches_equal_transformers_at_real_tokens(variant, name, padding
     assert torch.isfinite(got[main]).all()
 
 
+@pytest.mark.parametrize("variant", ["gpt2", "openai-gpt"])
+def test_double_heads_on_right_padded_choices_equal_transformers(variant, tmp_path):
+    """GPT-1's multiple choice as bertkit fine-tunes it: (B, C, T) right-padded choices, the score
+    read at each choice's last real token (mc_token_ids), the LM loss over real tokens only.
+    transformers' GPT-2 takes the (B, C, T) mask; its GPT-1 takes none, which changes nothing at
+    real tokens of a causal model with right padding."""
+    name = {"gpt2": "GPT2DoubleHeadsModel", "openai-gpt": "OpenAIGPTDoubleHeadsModel"}[variant]
+    reference, ours = _pair(variant, name, tmp_path, "hf->bertkit")
+    (first, first_mask), (second, second_mask) = _batch(padding="right"), _batch(padding="right", seed=1)
+    ids, mask = torch.stack([first, second]), torch.stack([first_mask, second_mask.flip(0)])  # (2, 3, 10)
+    ids = ids.masked_fill(mask == 0, PAD)
+    mc_token_ids = mask.sum(-1) - 1  # (B, C)
+    labels = ids.masked_fill(mask == 0, -100)
+    kwargs = dict(mc_token_ids=mc_token_ids, labels=labels, mc_labels=torch.tensor([2, 0]))
+    with torch.no_grad():
+        expected = reference(input_ids=ids, attention_mask=mask if variant == "gpt2" else None, **kwargs)
+        got = ours(input_ids=ids, attention_mask=mask, **kwargs)
+    _close(expected.mc_logits, got.mc_logits)
+    _close(expected.mc_loss, got.mc_loss)
+    _close(expected.loss, got.loss)
+    _close(expected.logits, got.logits, mask.bool())
+
+
 @pytest.mark.parametrize("padding", [None, "left"])
 @pytest.mark.parametrize("variant", ["gpt2", "openai-gpt"])
 def test_kv_cache_incremental_equals_full(variant, padding, tmp_path):

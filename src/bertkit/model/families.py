@@ -32,8 +32,10 @@ The contract of a family (Hugging Face semantics throughout):
   says whether the family has it. A head called as BERT's are (targets by `labels`, the
   loss and the task's scores as `loss` / `logits`, the family's `input_names`) is named
   by its "module:Class" string; one whose call differs is a `TaskHead` naming its target
-  keyword, output fields and extra batch inputs (GPT's double-heads model: `mc_labels`,
-  `mc_loss`, `mc_logits`, `mc_token_ids`). Callers ask `head_of_model(model)`, never the class;
+  keyword, output fields and the input that takes each sequence's last real token (GPT's
+  double-heads model: `mc_labels`, `mc_loss`, `mc_logits`, `mc_token_ids`, which
+  `model_inputs` derives from the attention mask). Callers ask `head_of_model(model)`,
+  never the class;
 - `mlm` (a `MaskedLM`, None when the family has none; `can_fill_mask`): `model` loads
   every checkpoint of the family that carries the vocabulary head (its `from_pretrained`
   lists absent head weights in `loading_info["missing_keys"]`, under `head_prefixes`),
@@ -80,16 +82,17 @@ class MaskedLM:
 @dataclass(frozen=True)
 class TaskHead:
     """How a task head is called: its class ("module:Class"), the keyword its targets go by,
-    the output fields holding the task loss and the task's scores, and the batch entries
-    (HF names) it takes beyond its family's `input_names`. The defaults are BERT's heads';
-    transformers' double-heads GPTs take `mc_labels` and `mc_token_ids` (each choice's
-    classification token) and return `mc_loss` / `mc_logits` beside the LM's `loss` / `logits`."""
+    the output fields holding the task loss and the task's scores, and `last_token_input`: the
+    keyword by which it takes the position of each sequence's last real token, which
+    `model_inputs` derives from the batch's attention mask (None: it takes none). The defaults
+    are BERT's heads'; transformers' double-heads GPTs take `mc_labels` and `mc_token_ids`
+    (each choice's <extract>) and return `mc_loss` / `mc_logits` beside the LM's `loss` / `logits`."""
 
     model: str
     labels: str = "labels"
     loss: str = "loss"
     logits: str = "logits"
-    inputs: tuple[str, ...] = ()
+    last_token_input: str | None = None
 
     @property
     def class_name(self) -> str:
@@ -177,7 +180,7 @@ GPT_INPUT_NAMES = ("input_ids", "attention_mask", "position_ids")
 
 def _double_heads(name: str) -> TaskHead:
     return TaskHead(f"{_GPT}.modeling:{name}", labels="mc_labels", loss="mc_loss", logits="mc_logits",
-                    inputs=("mc_token_ids",))
+                    last_token_input="mc_token_ids")
 
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
@@ -324,15 +327,25 @@ def family_of_model(model: Any) -> ModelFamily:
 
 def model_inputs(model: Any, batch: Mapping[str, Any], device: Any = None) -> dict[str, Any]:
     """The entries of `batch` (a mapping with HF input names) that `model` takes: its
-    family's declared `input_names`, those the batch holds, moved to `device` when given.
-    `model` may be a model (wrapped or not) or a `ModelFamily`."""
+    family's declared `input_names`, those the batch holds, moved to `device` when given;
+    for a head with a `last_token_input`, each sequence's last real token (..., ) from the
+    batch's attention mask (..., T), left or right padded. `model` may be a model (wrapped or
+    not) or a `ModelFamily`."""
+    last_token_input = None
     if isinstance(model, ModelFamily):
         names = model.input_names
     else:  # a model may declare its own inputs (a frozen encoder + tagger reads the given words too)
         names = getattr(unwrap_model(model), "input_names", None) or family_of_model(model).input_names
-        names = (*names, *head_of_model(model).inputs)
-    return {name: batch[name] if device is None else batch[name].to(device)
-            for name in names if name in batch and batch[name] is not None}
+        last_token_input = head_of_model(model).last_token_input
+    inputs = {name: batch[name] if device is None else batch[name].to(device)
+              for name in names if name in batch and batch[name] is not None}
+    if last_token_input is not None and inputs.get("attention_mask") is not None:
+        import torch
+
+        mask = inputs["attention_mask"]
+        positions = torch.arange(mask.shape[-1], device=mask.device)  # (T,)
+        inputs[last_token_input] = (positions * (mask != 0)).argmax(-1)  # the rightmost real token
+    return inputs
 
 
 def head_of_model(model: Any) -> TaskHead:

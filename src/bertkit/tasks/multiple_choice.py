@@ -282,18 +282,13 @@ def encode(
 
 def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict:
     """Batch features of `encode` into (B, C, T) input_ids / token_type_ids /
-    attention_mask int64 tensors (T = longest choice in the batch, rounded up), (B,) labels
-    and (B, C) `mc_token_ids`: each choice's last real token (transformers' name; where a
-    head that reads one token per choice reads it: GPT-1's <extract>; BERT's heads read [CLS]
-    and take no such input), through `bertkit.data.collate.collate_groups`."""
-    import torch
-
+    attention_mask int64 tensors (T = longest choice in the batch, rounded up) and (B,)
+    labels, through `bertkit.data.collate.collate_groups`. (A head reading each choice's last
+    real token, GPT's <extract>, gets its position from the mask: bertkit.model.families
+    `model_inputs`.)"""
     from bertkit.data.collate import collate_groups
 
-    batch = collate_groups(features, pad_token_id, pad_to_multiple_of, "choices")
-    lengths = np.stack([np.asarray(f["lengths"], dtype=np.int64) for f in features])  # (B, C)
-    batch["mc_token_ids"] = torch.from_numpy(lengths - 1)
-    return batch
+    return collate_groups(features, pad_token_id, pad_to_multiple_of, "choices")
 
 
 # ---------------------------------------------------------------------------- the family's hooks
