@@ -261,6 +261,36 @@ def test_family_registry_and_loading_by_model_type(tmp_path):
         assert backbone.loading_info["missing_keys"] == []
 
 
+def test_multiple_choice_head_through_the_registry_contract():
+    """The task families find GPT's multiple-choice head in the registry (`TaskHead`): the
+    double-heads model, its target keyword and output fields, and `mc_token_ids` derived by
+    `model_inputs` from the mask (each choice's last real token, left or right padded); BERT's
+    heads keep the plain call and a multiple-choice batch feeds them unchanged."""
+    from bertkit.model.families import (PLAIN_HEAD, architecture_task_families, get_model_family, head_of_model,
+                                        model_inputs)
+
+    for variant, names in CLASSES.items():
+        family = get_model_family(variant)
+        assert family.task_class("multiple_choice").__name__ == names[2]
+        assert architecture_task_families()[names[2]] == "multiple_choice"
+        config_class, extra = VARIANTS[variant]
+        model = getattr(bertkit, names[2])(getattr(bertkit, config_class.__name__)(**SIZES, **extra))
+        head = head_of_model(model)
+        assert (head.labels, head.loss, head.logits, head.last_token_input) == (
+            "mc_labels", "mc_loss", "mc_logits", "mc_token_ids")
+        mask = torch.tensor([[[1, 1, 1, 0], [1, 1, 1, 1]], [[0, 0, 1, 1], [0, 1, 1, 1]]])  # right, then left padding
+        batch = {"input_ids": torch.ones_like(mask), "attention_mask": mask, "token_type_ids": torch.zeros_like(mask),
+                 "labels": torch.tensor([0, 1])}
+        inputs = model_inputs(model, batch)
+        assert set(inputs) == {"input_ids", "attention_mask", "mc_token_ids"}
+        assert inputs["mc_token_ids"].tolist() == [[2, 3], [3, 3]]
+    bert = bertkit.BertForMultipleChoice(bertkit.BertConfig.from_preset("tiny", vocab_size=64))
+    plain = head_of_model(bert)
+    assert (plain.labels, plain.loss, plain.logits, plain.last_token_input) == ("labels", "loss", "logits", None)
+    assert plain.class_name == "BertForMultipleChoice" and head_of_model(bert.bert) == PLAIN_HEAD
+    assert "mc_token_ids" not in model_inputs(bert, batch)
+
+
 def test_bad_configs_and_inputs_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="n_embd"):
         bertkit.GPT2Config(n_embd=30, n_head=4)
