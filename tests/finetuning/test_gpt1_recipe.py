@@ -155,6 +155,12 @@ def test_multiple_choice_by_gpt1_recipe_saves_a_double_heads_model(pretrained, t
     assert evaluated["accuracy"] == pytest.approx(best_metrics["eval_accuracy"])
     assert evaluated["loss"] == pytest.approx(best_metrics["eval_loss"], abs=1e-5)
 
+    if family == "gpt2":  # ONNX: the head's scores (mc_logits), mc_token_ids derived from the mask in the graph
+        pytest.importorskip("onnxruntime")
+        assert main(["export", "onnx", "--model", str(best), "--output", str(tmp_path / "onnx" / "mc.onnx")]) == 0
+        exported = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert exported["outputs"] == ["mc_logits"] and exported["max_abs_diff"]["mc_logits"] <= 1e-4
+
 
 def test_similarity_reads_each_pair_in_both_orders(pretrained, tmp_path, capsys):
     """STS-B: training, evaluate and predict add the two orders' scores (`score` has no bias: the
