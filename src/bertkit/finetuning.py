@@ -308,8 +308,9 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     elif config.lm_coef or config.classifier_dropout is not None or config.both_orders:
         name = "lm_coef" if config.lm_coef else "classifier_dropout" if config.classifier_dropout is not None \
             else "both_orders"
+        hint = " (its classifier dropout is model.hidden_dropout_prob or the like)" if name == "classifier_dropout" else ""
         raise ConfigError(f"field {name!r} belongs to GPT-1's recipe (a decoder-only model); {source} is a "
-                          f"{base.model_type} model (its classifier dropout is model.hidden_dropout_prob or the like)")
+                          f"{base.model_type} model{hint}")
     if tokenizer.vocab_size > getattr(base, "vocab_size", tokenizer.vocab_size):  # ELMo reads characters: no vocab
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")

@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 
 START, DELIM, EXTRACT = "<start>", "<delim>", "<extract>"
 GPT1_TOKENS = (START, DELIM, EXTRACT)
@@ -123,8 +123,6 @@ def uses_both_orders(setting: bool | None, spec) -> bool:
         return bool(spec.has_pairs and (spec.glue_task in SIMILARITY_GLUE_TASKS
                                         or (spec.regression and not spec.glue_task)))
     if setting and not spec.has_pairs:
-        from bertkit.errors import ConfigError
-
         raise ConfigError("field 'both_orders': reads a text pair in both orders, but this task's inputs are not "
                           "text pairs (classification with --pair-column, or a GLUE pair task)")
     return setting
