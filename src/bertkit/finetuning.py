@@ -119,6 +119,9 @@ class FinetuneConfig(TrainingConfig):
     # loss's weight, and dropout on the classifier's input (None: the model's own)
     lm_coef: float = 0.0
     classifier_dropout: float | None = None
+    # GPT-1's similarity rule: each pair in both orders, the two scores added (None: the paper's
+    # similarity tasks STS-B, MRPC, QQP and regression on pairs; decoder-only models only)
+    both_orders: bool | None = None
     model: dict = field(default_factory=dict)
     # the feature-based approach (tagging only, bertkit.tasks.feature_tagger): a frozen encoder's
     # `features` (a bertkit.embed layer choice) feed a BiLSTM tagger; set lr too (the CLI's default is 1e-3)
@@ -302,10 +305,12 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     if gpt1_recipe.applies_to(family_for_config(base)):  # <start> <delim> <extract>, new embedding rows
         tokenizer = gpt1_recipe.with_gpt1_tokens(tokenizer, source)
         base = gpt1_recipe.task_config(base, tokenizer)
-    elif config.lm_coef or config.classifier_dropout is not None:
-        name = "lm_coef" if config.lm_coef else "classifier_dropout"
+    elif config.lm_coef or config.classifier_dropout is not None or config.both_orders:
+        name = "lm_coef" if config.lm_coef else "classifier_dropout" if config.classifier_dropout is not None \
+            else "both_orders"
+        hint = " (its classifier dropout is model.hidden_dropout_prob or the like)" if name == "classifier_dropout" else ""
         raise ConfigError(f"field {name!r} belongs to GPT-1's recipe (a decoder-only model); {source} is a "
-                          f"{base.model_type} model (its classifier dropout is model.hidden_dropout_prob or the like)")
+                          f"{base.model_type} model{hint}")
     if tokenizer.vocab_size > getattr(base, "vocab_size", tokenizer.vocab_size):  # ELMo reads characters: no vocab
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
@@ -332,6 +337,8 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)[:config.max_train_samples]
     dev_examples = program_cls.read(config.dev, spec, config.dev_labels)[:config.max_eval_samples] if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
+    if gpt1_recipe.applies_to(family_for_config(base)):
+        spec = dataclasses.replace(spec, both_orders=gpt1_recipe.uses_both_orders(config.both_orders, spec))
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
     try:
@@ -494,7 +501,7 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
         model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared),
                                        prepared.keep_head)
         name = model_cls.__name__
-        if config.classifier_dropout:
+        if config.classifier_dropout is not None:
             from bertkit.tasks.gpt1_recipe import add_classifier_dropout
 
             add_classifier_dropout(model, config.classifier_dropout)

@@ -131,6 +131,29 @@ def test_padded_batches_equal_transformers_at_real_tokens(variant, name, padding
     assert torch.isfinite(got[main]).all()
 
 
+@pytest.mark.parametrize("variant", ["gpt2", "openai-gpt"])
+def test_double_heads_on_right_padded_choices_equal_transformers(variant, tmp_path):
+    """GPT-1's multiple choice as bertkit fine-tunes it: (B, C, T) right-padded choices, the score
+    read at each choice's last real token (mc_token_ids), the LM loss over real tokens only.
+    transformers' GPT-2 takes the (B, C, T) mask; its GPT-1 takes none, which changes nothing at
+    real tokens of a causal model with right padding."""
+    name = {"gpt2": "GPT2DoubleHeadsModel", "openai-gpt": "OpenAIGPTDoubleHeadsModel"}[variant]
+    reference, ours = _pair(variant, name, tmp_path, "hf->bertkit")
+    (first, first_mask), (second, second_mask) = _batch(padding="right"), _batch(padding="right", seed=1)
+    ids, mask = torch.stack([first, second]), torch.stack([first_mask, second_mask.flip(0)])  # (2, 3, 10)
+    ids = ids.masked_fill(mask == 0, PAD)
+    mc_token_ids = mask.sum(-1) - 1  # (B, C)
+    labels = ids.masked_fill(mask == 0, -100)
+    kwargs = dict(mc_token_ids=mc_token_ids, labels=labels, mc_labels=torch.tensor([2, 0]))
+    with torch.no_grad():
+        expected = reference(input_ids=ids, attention_mask=mask if variant == "gpt2" else None, **kwargs)
+        got = ours(input_ids=ids, attention_mask=mask, **kwargs)
+    _close(expected.mc_logits, got.mc_logits)
+    _close(expected.mc_loss, got.mc_loss)
+    _close(expected.loss, got.loss)
+    _close(expected.logits, got.logits, mask.bool())
+
+
 @pytest.mark.parametrize("padding", [None, "left"])
 @pytest.mark.parametrize("variant", ["gpt2", "openai-gpt"])
 def test_kv_cache_incremental_equals_full(variant, padding, tmp_path):
@@ -236,6 +259,36 @@ def test_family_registry_and_loading_by_model_type(tmp_path):
         assert type(load_config(tmp_path / variant)).__name__ == ("GPT2Config" if variant == "gpt2" else "OpenAIGPTConfig")
         backbone = family.backbone_class().from_pretrained(tmp_path / variant)  # the LM checkpoint's backbone
         assert backbone.loading_info["missing_keys"] == []
+
+
+def test_multiple_choice_head_through_the_registry_contract():
+    """The task families find GPT's multiple-choice head in the registry (`TaskHead`): the
+    double-heads model, its target keyword and output fields, and `mc_token_ids` derived by
+    `model_inputs` from the mask (each choice's last real token, left or right padded); BERT's
+    heads keep the plain call and a multiple-choice batch feeds them unchanged."""
+    from bertkit.model.families import (PLAIN_HEAD, architecture_task_families, get_model_family, head_of_model,
+                                        model_inputs)
+
+    for variant, names in CLASSES.items():
+        family = get_model_family(variant)
+        assert family.task_class("multiple_choice").__name__ == names[2]
+        assert architecture_task_families()[names[2]] == "multiple_choice"
+        config_class, extra = VARIANTS[variant]
+        model = getattr(bertkit, names[2])(getattr(bertkit, config_class.__name__)(**SIZES, **extra))
+        head = head_of_model(model)
+        assert (head.labels, head.loss, head.logits, head.last_token_input) == (
+            "mc_labels", "mc_loss", "mc_logits", "mc_token_ids")
+        mask = torch.tensor([[[1, 1, 1, 0], [1, 1, 1, 1]], [[0, 0, 1, 1], [0, 1, 1, 1]]])  # right, then left padding
+        batch = {"input_ids": torch.ones_like(mask), "attention_mask": mask, "token_type_ids": torch.zeros_like(mask),
+                 "labels": torch.tensor([0, 1])}
+        inputs = model_inputs(model, batch)
+        assert set(inputs) == {"input_ids", "attention_mask", "mc_token_ids"}
+        assert inputs["mc_token_ids"].tolist() == [[2, 3], [3, 3]]
+    bert = bertkit.BertForMultipleChoice(bertkit.BertConfig.from_preset("tiny", vocab_size=64))
+    plain = head_of_model(bert)
+    assert (plain.labels, plain.loss, plain.logits, plain.last_token_input) == ("labels", "loss", "logits", None)
+    assert plain.class_name == "BertForMultipleChoice" and head_of_model(bert.bert) == PLAIN_HEAD
+    assert "mc_token_ids" not in model_inputs(bert, batch)
 
 
 def test_bad_configs_and_inputs_name_the_field(tmp_path):

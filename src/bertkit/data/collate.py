@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bertkit.errors import BertkitError
 from bertkit.model.bert.modeling import IGNORE_INDEX
 
 # Pad value of the per-token keys that have a meaning; other per-token keys pad with 0.
@@ -68,6 +69,47 @@ def collate(
         positions = np.arange(width)  # (T,)
         mask = (positions[None, :] < np.asarray(lengths)[:, None]).astype(np.int64)  # (B, T)
         batch["attention_mask"] = torch.from_numpy(mask)
+    return batch
+
+
+def stack_sequences(ids: Sequence[Sequence[int]], types: Sequence[Sequence[int]],
+                    pad_token_id: int) -> dict[str, np.ndarray]:
+    """G token sequences of one feature (a question's choices, a pair's two orders) -> `input_ids`
+    and `token_type_ids` (G, L) int32, padded with the pad id / 0 to the longest (L), and
+    `lengths` (G,) int32 real tokens: the layout `collate_groups` batches."""
+    lengths = np.asarray([len(row) for row in ids], dtype=np.int32)  # (G,)
+    input_ids = np.full((len(ids), int(lengths.max())), pad_token_id, dtype=np.int32)  # (G, L)
+    token_type_ids = np.zeros_like(input_ids)
+    for g, (row, row_types) in enumerate(zip(ids, types, strict=True)):
+        input_ids[g, : lengths[g]] = row
+        token_type_ids[g, : lengths[g]] = row_types
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "lengths": lengths}
+
+
+def collate_groups(
+    features: Sequence[dict[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8, what: str = "sequences"
+) -> dict[str, torch.Tensor]:
+    """Batch features that hold G sequences each (a multiple-choice question's choices, a pair in
+    both orders): `input_ids` and `token_type_ids` (G, L) padded, `lengths` (G,) real tokens.
+
+    Returns (B, G, T) input_ids / token_type_ids / attention_mask int64 (T = the longest
+    sequence in the batch, rounded up), through `collate` on the B * G flattened sequences, and
+    every other per-feature value (labels, ...) as a (B,) tensor. All features must hold the
+    same G (`what` names the sequences in the error)."""
+    if not features:
+        raise ValueError("collate needs at least one example")
+    counts = {len(f["lengths"]) for f in features}
+    if len(counts) > 1:
+        raise BertkitError(f"a batch mixes examples with {sorted(counts)} {what}; use one count per batch")
+    rows = [{"input_ids": f["input_ids"][g, :n], "token_type_ids": f["token_type_ids"][g, :n]}
+            for f in features for g, n in enumerate(f["lengths"])]
+    flat = collate(rows, pad_token_id, pad_to_multiple_of)  # (B * G, T) each
+    count = counts.pop()
+    batch = {key: value.view(len(features), count, -1) for key, value in flat.items()}  # (B, G, T)
+    for key in features[0]:
+        if key not in ("input_ids", "token_type_ids", "lengths"):  # labels and other per-example values: (B,)
+            values = np.asarray([f[key] for f in features])
+            batch[key] = torch.from_numpy(values.astype(_dtype(values.dtype)))
     return batch
 
 

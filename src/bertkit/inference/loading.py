@@ -90,7 +90,8 @@ class LoadedModel:
 
         self.model.eval()
         with torch.inference_mode():
-            logits = run_features(self.model, features, self.collate, batch_size, progress, "predict")
+            logits = run_features(self.model, features, self.collate, batch_size, progress, "predict",
+                                  self.program_cls.model_call(self.spec))
         return InferenceOutputs(logits, precision=self.precision)
 
     def outputs(self, features, batch_size: int, progress: bool = False) -> list:

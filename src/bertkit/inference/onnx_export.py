@@ -1,7 +1,8 @@
 """`export_onnx`: a checkpoint as an ONNX model that runs without bertkit or PyTorch.
 
 What is exported: a fine-tuned model with its task head (classification and tagging ->
-`logits`, QA -> `start_logits` / `end_logits`, multiple choice -> `logits`) or, for any
+`logits`, QA -> `start_logits` / `end_logits`, multiple choice -> `logits`, GPT's
+double-heads model -> `mc_logits`: the output field its registry head names) or, for any
 other checkpoint, the bare encoder (`last_hidden_state`, `sentence_embedding` — the
 vector `bertkit embed` gives by default: a sentence-transformers folder's pooling and
 normalization, else the mean over real tokens — and `pooler_output` where the model has
@@ -23,8 +24,10 @@ within 1e-4 (fp32) or give the same argmax (int8: reported as `argmax_agreement`
 error below 90%, since near-ties may flip; an int8 encoder: cosine of the sentence
 embeddings, reported as `min_cosine`, an error below 0.95 — the check's texts include
 one-word ones, where int8 rounding weighs most). Next to the .onnx file go the tokenizer files and config.json
-(label names in id2label) and `onnx_config.json` (inputs, outputs, task, precision), so
-the folder runs with `onnxruntime` and `tokenizers` alone (docs/export.md).
+(label names in id2label) and `onnx_config.json` (inputs, outputs, task, precision; and
+`both_orders` for a GPT similarity model: the graph scores one order, the task's score is
+the sum over (a, b) and (b, a)), so the folder runs with `onnxruntime` and `tokenizers`
+alone (docs/export.md).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.features import pool_tokens
 from bertkit.inference.loading import LoadedModel, is_finetuned, load_encoder, load_finetuned, max_tokens
-from bertkit.model.families import family_of_model
+from bertkit.model.families import family_of_model, head_of_model, model_inputs
 
 EXPORT_PRECISIONS = ("fp32", "int8")
 MIN_OPSET = 14  # the exporter's scaled_dot_product_attention needs 14 (LayerNormalization is one op from 17)
@@ -105,23 +108,28 @@ class _ExportedEncoder(torch.nn.Module):
 
 
 class _ExportedHead(torch.nn.Module):
-    """A task model's outputs as a tuple: those of `output_names` its output holds — logits,
-    or start_logits and end_logits (extractive QA) — found on a first run."""
+    """A task model's outputs as a tuple: those of `output_names` its output holds — its
+    head's scores (`logits`; GPT's double heads' `mc_logits`: bertkit.model.families
+    `head_of_model`), or start_logits and end_logits (extractive QA) — found on a first run.
+    The model's inputs are picked as everywhere (`model_inputs`: a head's last-token input is
+    derived from the mask inside the graph)."""
 
-    HEAD_OUTPUTS = ("logits", "start_logits", "end_logits")
+    HEAD_OUTPUTS = ("start_logits", "end_logits")
 
     def __init__(self, loaded: LoadedModel, sample: dict[str, torch.Tensor]):
         super().__init__()
         self.model = loaded.model
         with torch.no_grad():
-            out = self.model(**sample)
-        self.names = [name for name in self.HEAD_OUTPUTS if getattr(out, name, None) is not None]
+            out = self.model(**model_inputs(self.model, sample))
+        outputs = (head_of_model(self.model).logits, *self.HEAD_OUTPUTS)
+        self.names = [name for name in outputs if getattr(out, name, None) is not None]
 
     def output_names(self) -> list[str]:
         return list(self.names)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        out = self.model(**model_inputs(self.model, batch))
         return tuple(getattr(out, name) for name in self.names)
 
 
@@ -239,7 +247,7 @@ def _check(report: ExportReport, loaded: LoadedModel, wrapper, input_names) -> N
                                             float(np.abs(want[finite] - have[finite]).max()))
             if name == "sentence_embedding":
                 cosines.extend((want * have).sum(-1) / np.linalg.norm(want, axis=-1) / np.linalg.norm(have, axis=-1))
-            elif name in _ExportedHead.HEAD_OUTPUTS and want.shape[-1] > 1:  # a regression head has no argmax
+            elif isinstance(wrapper, _ExportedHead) and want.shape[-1] > 1:  # a regression head has no argmax
                 agree += int((want.argmax(-1) == have.argmax(-1)).sum())
                 total += want.argmax(-1).size
     if total:
@@ -276,6 +284,8 @@ def _write_sidecar(report: ExportReport, loaded: LoadedModel, family, input_name
         "labels": [id2label[i] for i in sorted(id2label)] if id2label else None,
         "exported_by": "bertkit export onnx",
     }
+    if getattr(loaded.spec, "both_orders", False):  # GPT-1's similarity rule: the caller adds the two orders
+        description["both_orders"] = True
     write_text_atomic(folder / ONNX_CONFIG_FILE, json.dumps(description, indent=2) + "\n")
     return written + [ONNX_CONFIG_FILE]
 

@@ -29,7 +29,13 @@ The contract of a family (Hugging Face semantics throughout):
 - `tasks`: task family ("classification", "tagging", "multiple_choice", "qa") -> head
   class, which holds the encoder as attribute `backbone_attribute` (HF's `bert`,
   `roberta`, `electra`, `albert`) and takes `config` in its constructor; `supports(task)`
-  says whether the family has it;
+  says whether the family has it. A head called as BERT's are (targets by `labels`, the
+  loss and the task's scores as `loss` / `logits`, the family's `input_names`) is named
+  by its "module:Class" string; one whose call differs is a `TaskHead` naming its target
+  keyword, output fields and the input that takes each sequence's last real token (GPT's
+  double-heads model: `mc_labels`, `mc_loss`, `mc_logits`, `mc_token_ids`, which
+  `model_inputs` derives from the attention mask). Callers ask `head_of_model(model)`,
+  never the class;
 - `mlm` (a `MaskedLM`, None when the family has none; `can_fill_mask`): `model` loads
   every checkpoint of the family that carries the vocabulary head (its `from_pretrained`
   lists absent head weights in `loading_info["missing_keys"]`, under `head_prefixes`),
@@ -74,6 +80,29 @@ class MaskedLM:
 
 
 @dataclass(frozen=True)
+class TaskHead:
+    """How a task head is called: its class ("module:Class"), the keyword its targets go by,
+    the output fields holding the task loss and the task's scores, and `last_token_input`: the
+    keyword by which it takes the position of each sequence's last real token, which
+    `model_inputs` derives from the batch's attention mask (None: it takes none). The defaults
+    are BERT's heads'; transformers' double-heads GPTs take `mc_labels` and `mc_token_ids`
+    (each choice's <extract>) and return `mc_loss` / `mc_logits` beside the LM's `loss` / `logits`."""
+
+    model: str
+    labels: str = "labels"
+    loss: str = "loss"
+    logits: str = "logits"
+    last_token_input: str | None = None
+
+    @property
+    def class_name(self) -> str:
+        return self.model.split(":")[1]
+
+
+PLAIN_HEAD = TaskHead("")  # a model called as BERT's heads are (a head of no registry entry: a feature tagger)
+
+
+@dataclass(frozen=True)
 class ModelFamily:
     """One family's classes and capabilities (see the module docstring for the contract)."""
 
@@ -81,7 +110,7 @@ class ModelFamily:
     config: str
     backbone: str
     backbone_attribute: str
-    tasks: dict[str, str] = field(default_factory=dict)
+    tasks: dict[str, str | TaskHead] = field(default_factory=dict)
     mlm: MaskedLM | None = None
     input_names: tuple[str, ...] = ("input_ids", "attention_mask")
     generator: str | None = None
@@ -131,7 +160,12 @@ class ModelFamily:
             hint = "; its layers feed a task frozen: add --features scalar_mix (ner, classify)" if not self.tasks else ""
             raise BertkitError(f"{source}: {self.model_type} models have no {task_family} head in bertkit "
                                f"(available: {', '.join(self.tasks) or 'none'}){hint}")
-        return _resolve(self.tasks[task_family])
+        return _resolve(self.task_head(task_family).model)
+
+    def task_head(self, task_family: str) -> TaskHead:
+        """The head of `task_family` as a `TaskHead` (a plain "module:Class" entry: BERT's call)."""
+        head = self.tasks[task_family]
+        return head if isinstance(head, TaskHead) else TaskHead(head)
 
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
         if self.mlm is None:
@@ -142,6 +176,12 @@ class ModelFamily:
 _BERT_HEADS = "bertkit.model.bert.task_heads"
 _GPT = "bertkit.model.gpt"
 GPT_INPUT_NAMES = ("input_ids", "attention_mask", "position_ids")
+
+
+def _double_heads(name: str) -> TaskHead:
+    return TaskHead(f"{_GPT}.modeling:{name}", labels="mc_labels", loss="mc_loss", logits="mc_logits",
+                    last_token_input="mc_token_ids")
+
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
     "bert": ModelFamily("bert", "bertkit.model.bert.config:BertConfig", "bertkit.model.bert.modeling:BertModel", "bert", {
@@ -198,12 +238,16 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
     # decoder-only: token_type_ids are not among the inputs, because GPT looks them up in its token
     # table and encoder batches hold BERT's 0/1 segment ids there
+    # multiple choice: transformers' double-heads model (one sequence per choice, the score read
+    # at each choice's `mc_token_ids`, GPT-1's <extract>; bertkit.tasks.gpt1_recipe)
     "gpt2": ModelFamily("gpt2", f"{_GPT}.config:GPT2Config", f"{_GPT}.modeling:GPT2Model", "transformer", {
         "classification": f"{_GPT}.modeling:GPT2ForSequenceClassification",
+        "multiple_choice": _double_heads("GPT2DoubleHeadsModel"),
     }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:GPT2LMHeadModel", distillable=False),
     "openai-gpt": ModelFamily("openai-gpt", f"{_GPT}.config:OpenAIGPTConfig", f"{_GPT}.modeling:OpenAIGPTModel",
                               "transformer", {
         "classification": f"{_GPT}.modeling:OpenAIGPTForSequenceClassification",
+        "multiple_choice": _double_heads("OpenAIGPTDoubleHeadsModel"),
     }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:OpenAIGPTLMHeadModel", distillable=False),
     # a biLM over words' characters: no task heads (its layers feed a task through a scalar mix, `features`)
     "elmo": ModelFamily("elmo", "bertkit.model.elmo.config:ElmoConfig", "bertkit.model.elmo.modeling:ElmoBiLM", "elmo",
@@ -258,8 +302,7 @@ def task_model_class(config, task_family: str, source: str | Path = "the model")
 
 def architecture_task_families() -> dict[str, str]:
     """Head class name (config.json `architectures`) -> task family, over every family."""
-    return {reference.split(":")[1]: task for family in MODEL_FAMILIES.values()
-            for task, reference in family.tasks.items()}
+    return {family.task_head(task).class_name: task for family in MODEL_FAMILIES.values() for task in family.tasks}
 
 
 def unwrap_model(model: Any) -> Any:
@@ -284,11 +327,38 @@ def family_of_model(model: Any) -> ModelFamily:
 
 def model_inputs(model: Any, batch: Mapping[str, Any], device: Any = None) -> dict[str, Any]:
     """The entries of `batch` (a mapping with HF input names) that `model` takes: its
-    family's declared `input_names`, those the batch holds, moved to `device` when given.
-    `model` may be a model (wrapped or not) or a `ModelFamily`."""
+    family's declared `input_names`, those the batch holds, moved to `device` when given;
+    for a head with a `last_token_input`, each sequence's last real token (..., ) from the
+    batch's attention mask (..., T), left or right padded. `model` may be a model (wrapped or
+    not) or a `ModelFamily`."""
+    last_token_input = None
     if isinstance(model, ModelFamily):
         names = model.input_names
     else:  # a model may declare its own inputs (a frozen encoder + tagger reads the given words too)
         names = getattr(unwrap_model(model), "input_names", None) or family_of_model(model).input_names
-    return {name: batch[name] if device is None else batch[name].to(device)
-            for name in names if name in batch and batch[name] is not None}
+        last_token_input = head_of_model(model).last_token_input
+    inputs = {name: batch[name] if device is None else batch[name].to(device)
+              for name in names if name in batch and batch[name] is not None}
+    if last_token_input is not None and inputs.get("attention_mask") is not None:
+        import torch
+
+        mask = inputs["attention_mask"]
+        positions = torch.arange(mask.shape[-1], device=mask.device)  # (T,)
+        inputs[last_token_input] = (positions * (mask != 0)).argmax(-1)  # the rightmost real token
+    return inputs
+
+
+def head_of_model(model: Any) -> TaskHead:
+    """How `model` (wrapped or not) is called as a task head: its family's `TaskHead` entry for
+    the model's class, `PLAIN_HEAD` (BERT's call) for a model of no entry (a bare encoder, a
+    language model, a feature tagger)."""
+    unwrapped = unwrap_model(model)
+    config = getattr(unwrapped, "config", None)
+    family = MODEL_FAMILIES.get(getattr(config, "model_type", None) or "")
+    name = type(unwrapped).__name__
+    if family is not None:
+        for task in family.tasks:
+            head = family.task_head(task)
+            if head.class_name == name:
+                return head
+    return PLAIN_HEAD

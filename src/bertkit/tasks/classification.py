@@ -324,6 +324,7 @@ def encode(
     max_seq_length: int,
     label_map: Mapping[str, int] | None,
     show_progress: bool = False,
+    both_orders: bool = False,
 ) -> list[dict[str, Any]]:
     """Tokenize into model inputs for `bertkit.data.collate`.
 
@@ -331,7 +332,12 @@ def encode(
     the longer text trimmed first to fit max_seq_length — and `labels`: the class id
     (int) via `label_map`, or the float target when `label_map` is None (regression).
     Unlabelled examples get no `labels` key (all examples must agree).
+    `both_orders` (pairs only; GPT-1's similarity rule): input_ids, token_type_ids (2, L)
+    — (text, pair) then (pair, text), each encoded as above — and `lengths` (2,), batched
+    as (B, 2, T) by `collate`.
     """
+    if both_orders:
+        return _encode_both_orders(examples, tokenizer, max_seq_length, label_map, show_progress)
     if not examples:
         raise BertkitError("encode: no examples")
     labelled = {ex.label is not None for ex in examples}
@@ -368,11 +374,36 @@ def encode(
     return features
 
 
+def _encode_both_orders(examples, tokenizer, max_seq_length, label_map, show_progress) -> list[dict[str, Any]]:
+    """`encode`'s features of each pair in both orders, stacked (2, L) per example."""
+    from bertkit.data.collate import stack_sequences
+
+    if any(ex.pair is None for ex in examples):
+        first = next(ex for ex in examples if ex.pair is None)
+        raise BertkitError(f"{first.source}: a single text, but this model reads each pair in both orders "
+                           "(both_orders): give text pairs")
+    swapped = [dataclasses.replace(ex, text=ex.pair, pair=ex.text) for ex in examples]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    features = []
+    for forward, backward in zip(encode(examples, tokenizer, max_seq_length, label_map, show_progress),
+                                 encode(swapped, tokenizer, max_seq_length, label_map), strict=True):
+        feature = stack_sequences([forward["input_ids"], backward["input_ids"]],
+                                  [forward["token_type_ids"], backward["token_type_ids"]], pad_id)  # (2, L)
+        if "labels" in forward:
+            feature["labels"] = forward["labels"]
+        features.append(feature)
+    return features
+
+
 def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict:
     """Pad features of `encode` into (B, T) int64 tensors (labels padded with -100) and
-    stack the per-example values: `bertkit.data.collate`."""
+    stack the per-example values: `bertkit.data.collate`; pairs in both orders (features
+    with `lengths`) into (B, 2, T) (`collate_groups`)."""
     from bertkit.data.collate import collate as collate_rows
+    from bertkit.data.collate import collate_groups
 
+    if "lengths" in features[0]:
+        return collate_groups(features, pad_token_id, pad_to_multiple_of, "orders")
     return collate_rows(features, pad_token_id, pad_to_multiple_of)
 
 
@@ -466,7 +497,7 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
             examples.append(ClassificationExample(item[0], item[1], None, source))
         else:
             raise BertkitError(f"{source}: expected a text or a (text, pair) tuple of strings, got {item!r:.80}")
-    features = encode(examples, loaded.tokenizer, max_seq_length, None)
+    features = encode(examples, loaded.tokenizer, max_seq_length, None, both_orders=spec.both_orders)
     logits = np.stack(loaded.outputs(features, batch_size, progress))  # (N, K)
     if spec.regression or logits.shape[1] == 1:
         return [{"score": float(row[0])} for row in logits]
@@ -480,11 +511,14 @@ def predict(loaded, batch: list[Any], max_seq_length: int, batch_size: int, prog
 
 
 def input_tokens(tokenizer, spec, item: Any, max_seq_length: int) -> tuple[int, bool]:
-    """[CLS] text [SEP] (pair [SEP]) as `encode` builds it: longer than max_seq_length is trimmed."""
+    """[CLS] text [SEP] (pair [SEP]) as `encode` builds it: longer than max_seq_length is trimmed
+    (a pair read in both orders costs two sequences)."""
     from bertkit.tasks import hooks
 
     if isinstance(item, tuple) and len(item) == 2 and all(isinstance(t, str) for t in item):
         length = len(tokenizer(item[0], item[1])["input_ids"])
+        if getattr(spec, "both_orders", False):
+            return 2 * min(length, max_seq_length), length > max_seq_length
     elif isinstance(item, str):
         length = len(tokenizer(item)["input_ids"])
     else:  # not a classification input: `predict` names the problem

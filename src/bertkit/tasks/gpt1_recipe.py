@@ -6,6 +6,8 @@ Input transformations. Three tokens are added to the tokenizer and to the embedd
 
     classification   <start> text <extract>
     entailment/pairs <start> premise <delim> hypothesis <extract>
+    similarity       <start> a <delim> b <extract>  and  <start> b <delim> a <extract>
+    multiple choice  <start> context <delim> answer_i <extract>, one sequence per answer
 
 They are the tokenizer's input template (tokenizer.json's post-processor), so every caller
 that encodes text — fine-tuning, evaluation, `predict`, the server — and transformers'
@@ -13,6 +15,21 @@ that encodes text — fine-tuning, evaluation, `predict`, the server — and tra
 linear layer (`score`, transformers' `GPT2ForSequenceClassification` /
 `OpenAIGPTForSequenceClassification`) on the final state of the last real token, which is
 `<extract>`; padding is the tokenizer's pad token, else its EOS, never inside an input.
+
+Similarity (the paper's STS-B, MRPC, QQP; any regression on pairs; `--set both_orders=`
+overrides): each pair is encoded in both orders, and the two extract states are added
+before the linear layer. `score` has no bias, so that is the sum of the two orders'
+logits (`both_orders_call`); best/ is a plain *ForSequenceClassification folder whose
+bertkit_task.json says `both_orders`, which bertkit's evaluate, predict and server read.
+Outside bertkit, transformers' class gives the same score as the sum of its logits over
+the two orders.
+
+Multiple choice: transformers' `GPT2DoubleHeadsModel` / `OpenAIGPTDoubleHeadsModel` (the
+model families' `multiple_choice` head): the LM and `multiple_choice_head` (a linear layer
+H -> 1 with bias) on each choice's state at `mc_token_ids` (its <extract>), a softmax over
+the choices; the task loss is `mc_loss`, the auxiliary LM loss runs over every choice's
+sequence, as OpenAI's ROCStories code does. Its classifier dropout is the head's own
+`summary_first_dropout`, set to `classifier_dropout`.
 
 Loss: task + lm_coef * LM, the auxiliary language-modelling loss over the input tokens (each
 real token after the first predicted from the states before it, through the tied embeddings).
@@ -31,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 
 START, DELIM, EXTRACT = "<start>", "<delim>", "<extract>"
 GPT1_TOKENS = (START, DELIM, EXTRACT)
@@ -95,9 +112,53 @@ def task_config(config, tokenizer):
     return type(config).from_dict({**config.to_dict(), **values}, source="GPT-1 fine-tuning")
 
 
+SIMILARITY_GLUE_TASKS = ("stsb", "mrpc", "qqp")  # the paper's semantic-similarity tasks (its Table 4)
+
+
+def uses_both_orders(setting: bool | None, spec) -> bool:
+    """Whether a classification task reads each pair in both orders: `setting` when given
+    (`--set both_orders=true|false`), else the paper's rule: its similarity tasks and any
+    regression on pairs. Only pairs can be read in both orders (a field-named error)."""
+    if setting is None:
+        return bool(spec.has_pairs and (spec.glue_task in SIMILARITY_GLUE_TASKS
+                                        or (spec.regression and not spec.glue_task)))
+    if setting and not spec.has_pairs:
+        raise ConfigError("field 'both_orders': reads a text pair in both orders, but this task's inputs are not "
+                          "text pairs (classification with --pair-column, or a GLUE pair task)")
+    return setting
+
+
+def both_orders_call(model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None = None,
+                     **options):
+    """GPT-1's similarity rule. inputs (B, 2, T): each pair as (a, b) then (b, a) -> the model
+    on the 2B sequences -> logits (B, K): the two orders' scores added, and the loss on them
+    with `labels` (B,) (the config's problem type: MSE for STS-B). `score` is linear without a
+    bias, so this is the classifier on the sum of the two extract states. Other outputs
+    (hidden_states, for the auxiliary LM loss) are the 2B sequences', row-major as the inputs."""
+    from bertkit.model.families import unwrap_model
+    from bertkit.model.losses import problem_type, sequence_classification_loss
+
+    inner = unwrap_model(model)
+    if getattr(getattr(inner, "score", None), "bias", True) is not None:
+        raise BertkitError(f"{type(inner).__name__}: reading pairs in both orders needs a classifier without a bias "
+                           "(`score`, GPT's *ForSequenceClassification)")
+    out = model(**{name: value.flatten(0, 1) for name, value in inputs.items()}, **options)  # (2B, T) inputs
+    logits = out.logits.view(-1, 2, out.logits.shape[-1]).sum(1)  # (B, K)
+    loss = None
+    if labels is not None:
+        loss = sequence_classification_loss(logits, labels, problem_type(inner.config, labels))
+    return dataclasses.replace(out, loss=loss, logits=logits)
+
+
 def add_classifier_dropout(model: nn.Module, probability: float) -> None:
     """Dropout on the classifier's input while training (the paper's 0.1; transformers' `score`
-    has none, and at evaluation there is none either, so the saved function is the same)."""
+    has none, and at evaluation there is none either, so the saved function is the same). The
+    double-heads model's multiple-choice head has its own (`summary_first_dropout`): set to it."""
+    summary = getattr(model, "multiple_choice_head", None)
+    if summary is not None:
+        summary.first_dropout.p = probability
+        model.config.summary_first_dropout = probability
+        return
     head = getattr(model, "score", None)
     if head is None or not probability:
         return

@@ -266,17 +266,13 @@ def encode(
         )
         ids += enc["input_ids"]
         types += enc["token_type_ids"]
+    from bertkit.data.collate import stack_sequences
+
     features = []
     row = 0
     for ex in examples:
         count = len(ex.choices)
-        lengths = np.asarray([len(r) for r in ids[row : row + count]], dtype=np.int32)  # (C,)
-        input_ids = np.full((count, int(lengths.max())), pad_id, dtype=np.int32)  # (C, L)
-        token_type_ids = np.zeros_like(input_ids)
-        for c in range(count):
-            input_ids[c, : lengths[c]] = ids[row + c]
-            token_type_ids[c, : lengths[c]] = types[row + c]
-        feature: dict[str, Any] = {"input_ids": input_ids, "token_type_ids": token_type_ids, "lengths": lengths}
+        feature: dict[str, Any] = stack_sequences(ids[row : row + count], types[row : row + count], pad_id)  # (C, L)
         if ex.label is not None:
             feature["labels"] = ex.label
         features.append(feature)
@@ -287,30 +283,12 @@ def encode(
 def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int, pad_to_multiple_of: int | None = 8) -> dict:
     """Batch features of `encode` into (B, C, T) input_ids / token_type_ids /
     attention_mask int64 tensors (T = longest choice in the batch, rounded up) and (B,)
-    labels, through `bertkit.data.collate` on the B * C flattened choices."""
-    import torch
+    labels, through `bertkit.data.collate.collate_groups`. (A head reading each choice's last
+    real token, GPT's <extract>, gets its position from the mask: bertkit.model.families
+    `model_inputs`.)"""
+    from bertkit.data.collate import collate_groups
 
-    from bertkit.data.collate import collate as collate_rows
-
-    if not features:
-        raise ValueError("collate needs at least one example")
-    num_choices = {len(f["lengths"]) for f in features}
-    if len(num_choices) > 1:
-        raise BertkitError(f"a batch mixes examples with {sorted(num_choices)} choices; use one count per batch")
-    rows = [
-        {"input_ids": f["input_ids"][c, :n], "token_type_ids": f["token_type_ids"][c, :n]}
-        for f in features
-        for c, n in enumerate(f["lengths"])
-    ]
-    flat = collate_rows(rows, pad_token_id, pad_to_multiple_of)  # (B * C, T) each
-    count = num_choices.pop()
-    batch = {key: value.view(len(features), count, -1) for key, value in flat.items()}  # (B, C, T)
-    for key in features[0]:
-        if key not in ("input_ids", "token_type_ids", "lengths"):  # labels and other per-example values: (B,)
-            values = np.asarray([f[key] for f in features])
-            dtype = np.int64 if np.issubdtype(values.dtype, np.integer) else np.float32
-            batch[key] = torch.from_numpy(values.astype(dtype))
-    return batch
+    return collate_groups(features, pad_token_id, pad_to_multiple_of, "choices")
 
 
 # ---------------------------------------------------------------------------- the family's hooks

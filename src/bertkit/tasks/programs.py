@@ -51,7 +51,7 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
-from bertkit.model.families import model_inputs
+from bertkit.model.families import head_of_model, model_inputs
 from bertkit.tasks.qa import qa_metrics
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 from bertkit.training.program import TrainingProgram
@@ -70,7 +70,9 @@ class TaskSpec:
 
     family: a task family's name (bertkit.tasks.registry). Classification: glue_task
     (a GLUE task name) or the text / pair / label columns of a CSV/TSV/JSONL file, and
-    `regression`; `has_pairs`: inputs are text pairs. Tagging: `scheme` of the training
+    `regression`; `has_pairs`: inputs are text pairs; `both_orders`: each pair is encoded
+    in both orders and the two scores added (GPT-1's similarity rule,
+    bertkit.tasks.gpt1_recipe). Tagging: `scheme` of the training
     file (IOB1 / IOB2 / IOBES; predictions are written in it) and `tag_column`. QA:
     `squad_version` (1 or 2), the window settings, the answer-length and n-best limits,
     and `null_threshold` (v2.0: answer when null score - best span score <= it);
@@ -88,6 +90,7 @@ class TaskSpec:
     label_column: str | None = "label"
     regression: bool = False
     has_pairs: bool = False
+    both_orders: bool = False
     scheme: str | None = None
     tag_column: int = -1
     max_seq_length: int = 128
@@ -158,6 +161,12 @@ def feature_length(feature: dict[str, Any]) -> int:
     return int(np.shape(feature["input_ids"])[-1])
 
 
+def call_model(model: nn.Module, inputs: dict[str, torch.Tensor], **targets):
+    """The model on a batch's model inputs (`model_inputs`), targets and options by keyword: a
+    task program's call unless it says otherwise (`TaskProgram.model_call`)."""
+    return model(**inputs, **targets)
+
+
 def run_features(
     model: nn.Module,
     features: Sequence[dict[str, Any]],
@@ -165,8 +174,11 @@ def run_features(
     batch_size: int,
     progress: bool = False,
     desc: str = "eval",
+    call: Callable[..., Any] = call_model,
 ) -> list[np.ndarray]:
-    """Logits of every feature, in input order, running batches sorted by length.
+    """The task scores of every feature, in input order, running batches sorted by length
+    through `call` (the program's `model_call`); the scores are the output field the model's
+    head names (bertkit.model.families `head_of_model`: `logits`, GPT's double heads' `mc_logits`).
 
     Returns per feature: (K,) for sequence classification, (T_i, K) for tagging and
     (T_i, 2) start / end logits for QA (its own length, padding cut), (C,) for multiple
@@ -177,16 +189,17 @@ def run_features(
 
     order = np.argsort([feature_length(f) for f in features], kind="stable")[::-1]  # longest first
     device = next(model.parameters()).device
+    scores = head_of_model(model).logits
     outputs: list[np.ndarray | None] = [None] * len(features)
     starts = range(0, len(order), batch_size)
     for start in tqdm(starts, desc=desc, unit="batch", leave=False, disable=not progress or None):
         rows = order[start : start + batch_size]
         batch = collate([features[i] for i in rows])
-        out = model(**model_inputs(model, batch, device))
+        out = call(model, model_inputs(model, batch, device))
         if getattr(out, "start_logits", None) is not None:  # QA: (B, T, 2)
             logits = torch.stack([out.start_logits, out.end_logits], dim=-1).float().cpu().numpy()
         else:
-            logits = out.logits.float().cpu().numpy()
+            logits = getattr(out, scores).float().cpu().numpy()
         for row, index in enumerate(rows):
             value = logits[row]
             if logits.ndim == 3:  # per token: (T, K), cut to the feature's own length
@@ -281,22 +294,30 @@ class TaskProgram(TrainingProgram):
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         return {"task": self.item_count(batch["labels"])}
 
+    @classmethod
+    def model_call(cls, spec: TaskSpec) -> Callable[..., Any]:
+        """How the family's model is called on a batch's model inputs for `spec`: `call_model`
+        (a classification pair in both orders: GPT-1's similarity rule, ClassificationProgram)."""
+        return call_model
+
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
         """The model's output on a collated batch (a program whose batches hold other
         inputs, e.g. cached features, overrides this)."""
-        return model(**model_inputs(model, batch), **targets)
+        return self.model_call(self.spec)(model, model_inputs(model, batch), **targets)
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
+        head = head_of_model(model)  # the head's target keyword and output fields (BERT's: labels, loss, logits)
         extra = {"output_hidden_states": True} if self.lm_coef else {}
-        out = self.forward(model, batch, labels=labels, **extra)
+        out = self.forward(model, batch, **{head.labels: labels}, **extra)
+        task_loss, scores = getattr(out, head.loss), getattr(out, head.logits)
         count = self.item_count(labels)
-        # out.loss is this micro-batch's mean over its items: times count / global count is its share
-        loss = out.loss * (count / max(totals["task"], 1.0))
-        stats = {"task_loss_sum": float(out.loss.detach()) * count, "task_count": count}
+        # task_loss is this micro-batch's mean over its items: times count / global count is its share
+        loss = task_loss * (count / max(totals["task"], 1.0))
+        stats = {"task_loss_sum": float(task_loss.detach()) * count, "task_count": count}
         if not labels.is_floating_point():
             valid = labels != -100
-            stats["task_correct"] = float(((out.logits.detach().argmax(-1) == labels) & valid).sum())
+            stats["task_correct"] = float(((scores.detach().argmax(-1) == labels) & valid).sum())
         if self.lm_coef:  # GPT-1: task + lm_coef * LM over the inputs (its mean per micro-batch, weighted alike)
             from bertkit.tasks.gpt1_recipe import auxiliary_lm_loss
 
@@ -322,7 +343,8 @@ class TaskProgram(TrainingProgram):
         if self.dev is None:
             return {}
         show = self.progress and ctx.is_main
-        self.last_outputs = run_features(model, self.dev.features, self.collate, self.eval_batch_size, show, "dev")
+        self.last_outputs = run_features(model, self.dev.features, self.collate, self.eval_batch_size, show, "dev",
+                                         self.model_call(self.spec))
         return self.metrics(self.dev, self.last_outputs)
 
     @classmethod
@@ -332,7 +354,7 @@ class TaskProgram(TrainingProgram):
         here, generated text for a text-to-text family. Call under no_grad / inference_mode."""
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         return run_features(model, features, lambda batch: cls.module().collate(batch, pad_id), batch_size,
-                            progress, "predict")
+                            progress, "predict", cls.model_call(spec))
 
     def on_evaluate(self, step: int, metrics: dict[str, float], improved: bool) -> None:
         if improved:
@@ -406,6 +428,15 @@ class ClassificationProgram(TaskProgram):
         return () if self.spec.regression else ("accuracy",)
 
     @classmethod
+    def model_call(cls, spec: TaskSpec) -> Callable[..., Any]:
+        """A pair encoded in both orders (`spec.both_orders`): GPT-1's similarity rule."""
+        if spec.both_orders:
+            from bertkit.tasks.gpt1_recipe import both_orders_call
+
+            return both_orders_call
+        return call_model
+
+    @classmethod
     def read(cls, path: str, spec: TaskSpec, labels_path: str | None = None, training: bool = False) -> list:
         module = cls.module()
         if spec.glue_task:
@@ -437,7 +468,7 @@ class ClassificationProgram(TaskProgram):
     @classmethod
     def encode(cls, data_path, examples, tokenizer, spec, label2id, progress=False, training=False) -> TaskData:
         features = cls.module().encode(examples, tokenizer, spec.max_seq_length, None if spec.regression else label2id,
-                                       show_progress=progress)
+                                       show_progress=progress, both_orders=spec.both_orders)
         return TaskData(data_path, examples, features)
 
 
