@@ -77,6 +77,9 @@ step xlnet 60 "$py" bench/bench_gpu_step.py --case xlnet "${common[@]}" --seq-le
     --batch-sizes "${xlnet[@]}" "${few[@]}" --reference --json "$out/xlnet.json"
 step t5_generate 35 "$py" bench/bench_gpu_step.py --case generate "${common[@]}" --seq-len "${short[1]:-128}" \
     --batch-sizes "${gen[@]}" --max-new-tokens "${GEN_TOKENS:-64}" --json "$out/t5_generate.json"
+# T5 compiled: one graph since its all-labelled check is skipped while compiling (docs/benchmarks.md)
+step t5_compile 90 "$py" bench/bench_gpu_step.py --case t5 "${common[@]}" --seq-len "${short[1]:-512}" \
+    --batch-sizes "${t5[-1]}" "${few[@]}" --compile --json "$out/t5_compile.json"
 # last, as the first to give up when TOTAL is spent: kernel search without CUDA graphs (a long compile)
 step bert128_autotune 120 "$py" bench/bench_gpu_step.py --case bert "${common[@]}" "${short[@]}" \
     --batch-sizes "${big[-1]}" --compile --compile-modes max-autotune-no-cudagraphs --json "$out/bert128_autotune.json"
