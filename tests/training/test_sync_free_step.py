@@ -10,9 +10,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 from bertkit.training import loop as loop_module
 from bertkit.training.compile import compile_with_fallback
+from bertkit.training.config import TrainingConfig
 from bertkit.training.loop import Trainer
 from bertkit.training.nonfinite import PendingSteps
 from bertkit.training.step_sums import add_into, read_sums
@@ -162,3 +163,20 @@ def test_on_the_gpu_a_nonfinite_step_is_skipped_on_the_device(tmp_path):  # prag
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert {"step": 5, "nonfinite_skipped": 1} in records(tmp_path)
     assert result.mfu is None  # the toy model has no config: no FLOPs count
+
+
+def test_compile_mode_reaches_torch_compile_and_is_checked(tmp_path, monkeypatch):
+    seen = {}
+
+    def recording_compile(function, **kwargs):
+        seen.update(kwargs)
+        return function
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    compile_with_fallback(ToyModel(0.0), tmp_path / "cache", print, "reduce-overhead")
+    assert seen["mode"] == "reduce-overhead"
+    compile_with_fallback(ToyModel(0.0), tmp_path / "cache", print)
+    assert seen["mode"] is None  # "default": torch's own default
+    with pytest.raises(ConfigError, match="field 'compile_mode' must be one of default, reduce-overhead"):
+        TrainingConfig(compile_mode="fast")

@@ -213,6 +213,14 @@ class Masker:
             ids[to_random] = self._random_ids[rng.integers(self._random_ids.size, size=to_random.size)]
         return ids, labels
 
+    def max_predictions(self, length: int) -> int:
+        """The most positions a sequence of `length` tokens gets to predict: the budget of
+        `length` candidates rounded up (a sequence has no more), capped; every strategy
+        chooses at most its budget. A compiled step's static row count (bertkit.model.static_shapes)."""
+        most = max(1, math.ceil(self.config.mlm_probability * length))
+        cap = self.config.max_predictions_per_seq
+        return most if cap is None else min(most, cap)
+
     # ------------------------------------------------------------------ choices
 
     def _budget(self, n: int, rng: np.random.Generator) -> int:

@@ -42,7 +42,9 @@ class BertEmbeddings(nn.Module):
         position_ids: (B, T) or (T,) int64; None = 0..T-1 (RoBERTa passes its own, offset past padding).
         unpadding: look up the real tokens only and return packed (N, H) rows (bertkit.model.unpad)."""
         seq_len = input_ids.shape[1]
-        last = seq_len - 1 if position_ids is None or position_ids.numel() == 0 else int(position_ids.max())
+        given = position_ids is not None and position_ids.numel() > 0
+        # the check reads the ids on the host: not while compiling (a graph break; the lookup still bounds them)
+        last = int(position_ids.max()) if given and not torch.compiler.is_compiling() else seq_len - 1
         if position_ids is None:
             position_ids = self.position_ids[:seq_len]
         if unpadding is not None:  # (B, T) -> (N,) real tokens: LayerNorm and dropout run on those rows only

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.memory import empty_large
 
 if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
@@ -105,7 +106,10 @@ def decoder_cross_entropy(
         or torch.compiler.is_compiling()
     ):  # mixed precision, nothing to predict, or torch.compile fusing it its own way
         logits = F.linear(hidden, weight, bias)
-        loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
+        if torch.compiler.is_compiling():  # static rows (bertkit.model.static_shapes) may all be fillers: 0, not NaN
+            loss = F.cross_entropy(logits, targets, reduction="sum") / (targets != IGNORE_INDEX).sum().clamp(min=1)
+        else:
+            loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
         return loss, logits
     compute_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (hidden, weight, bias))
     return _DecoderCrossEntropy.apply(hidden, weight, bias, targets, compute_grad)

@@ -29,6 +29,7 @@ from bertkit.data.masking import Masker, MaskingConfig, example_rng
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
 from bertkit.model.families import model_inputs
+from bertkit.model.static_shapes import set_prediction_budget
 from bertkit.objectives.settings import ObjectiveSettings
 from bertkit.pretrained_config import PretrainedConfig
 from bertkit.training.config import EVAL_SEED
@@ -208,6 +209,13 @@ class MaskedLMObjective(PretrainingObjective):
         super().__init__(model, train, eval_data, masking, seed, eval_seed, settings)
         self.masker = Masker.from_tokenizer(masking, self.tokenizer)
 
+    def fix_shapes(self, model: nn.Module) -> None:
+        """A compiled step reads a fixed `Masker.max_predictions(max_seq_length)` rows per
+        sequence (20 of 128 at 15%); data masked at build time keeps the eager count (its
+        masks were drawn by another masker)."""
+        if self.train.info.masking != "static":
+            set_prediction_budget(model, self.masker.max_predictions(self.train.info.max_seq_length))
+
     def example(self, data: PretrainingDataset, index: int, epoch: int, seed: int) -> dict[str, Any]:
         example = dict(data[index])
         if "labels" not in example:  # dynamic masking: a fresh mask per epoch
@@ -223,7 +231,8 @@ def mlm_statistics(logits: torch.Tensor, labels: torch.Tensor, mean_loss: torch.
     count = targets.numel()
     if not count:
         return {"mlm_loss_sum": 0.0, "mlm_correct": 0.0, "mlm_count": 0.0}
-    correct = (logits.detach().argmax(dim=-1) == targets).sum()
+    # a compiled step's static rows (bertkit.model.static_shapes) hold the labelled ones first, then fillers
+    correct = (logits.detach()[:count].argmax(dim=-1) == targets).sum()
     return {"mlm_loss_sum": mean_loss.detach().float() * count, "mlm_correct": correct, "mlm_count": float(count)}
 
 

@@ -7,9 +7,13 @@ them instead of compiling again. Should compilation fail (an unsupported operati
 compiler toolchain), the run says so in one line and goes on eagerly: a failed compile
 costs time, never the run.
 
-Pre-training batches have one width (max_seq_length), so the compiled graph sees static
-shapes; the encoders skip their unpadded path while compiling (bertkit.model.unpad), whose
-row count depends on the data.
+Static shapes. Pre-training batches have one width (max_seq_length), and the rest of the
+step is kept free of data-dependent counts while compiling: the encoders skip their unpadded
+path (bertkit.model.unpad) and the sparse last layer (bertkit.model.query_rows), the
+attention mask is never read on the host, and a masked LM's head reads a fixed token
+budget of rows per sequence that the program sets before compiling
+(`TrainingProgram.fix_shapes`, bertkit.model.static_shapes). So a BERT step is one graph
+per micro-batch size, which `compile_mode=reduce-overhead` can replay as a CUDA graph.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ from torch import nn
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 
-def compile_with_fallback(model: nn.Module, cache_dir: Path, say: Callable[[str], None]) -> nn.Module:
-    """Compile `model` in place; its first call that fails to compile turns it back to eager
-    (one line through `say`) and reruns eagerly, so a real error in the model still surfaces."""
+def compile_with_fallback(model: nn.Module, cache_dir: Path, say: Callable[[str], None],
+                          mode: str = "default") -> nn.Module:
+    """Compile `model` in place with torch.compile's `mode`; its first call that fails to
+    compile turns it back to eager (one line through `say`) and reruns eagerly, so a real
+    error in the model still surfaces."""
     if CACHE_ENV not in os.environ:
         cache_dir.mkdir(parents=True, exist_ok=True)
         os.environ[CACHE_ENV] = str(cache_dir)
-    model.compile()
+    model.compile(mode=None if mode == "default" else mode)
     compiled = model._compiled_call_impl
 
     def call(*args, **kwargs):

@@ -24,6 +24,9 @@ OPTIMIZERS = ("adamw", "lamb")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 NONFINITE_POLICIES = ("stop", "skip")
 PARALLEL_MODES = ("ddp", "fsdp")
+# torch.compile's modes (compile=true): reduce-overhead adds CUDA graphs, which the static shapes of a
+# pre-training step allow (bertkit.model.static_shapes); max-autotune-no-cudagraphs searches kernels only
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # The paper's schedule: 10,000 warm-up steps of 1,000,000, kept as a fraction so a run of any length reaches its peak lr
 DEFAULT_WARMUP_RATIO = 0.01
 # Held-out masks (and an objective's other evaluation draws) come from this seed, not the run's `seed`, so
@@ -55,6 +58,7 @@ class TrainingConfig:
     max_grad_norm: float = 1.0
     precision: str = "auto"  # auto: bf16 autocast on a GPU that has it, fp32 on CPU
     compile: bool = False
+    compile_mode: str = "default"  # torch.compile's mode when compile is on (COMPILE_MODES)
     seed: int = 42
     log_steps: int = 10
     eval_steps: int = 500
@@ -103,6 +107,7 @@ class TrainingConfig:
         if self.nonfinite_skip_limit < 1:
             raise ConfigError(f"field 'nonfinite_skip_limit' must be >= 1, got {self.nonfinite_skip_limit}")
         check_choice("parallel", self.parallel, PARALLEL_MODES)
+        check_choice("compile_mode", self.compile_mode, COMPILE_MODES)
         if self.budget_seconds is not None and not self.budget_seconds > 0:
             raise ConfigError(f"field 'budget_seconds' must be positive, got {self.budget_seconds}")
         if self.budget_seconds is not None and self.warmup_steps is not None:

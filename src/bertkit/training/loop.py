@@ -188,7 +188,8 @@ class Trainer:
     # ---- setup -----------------------------------------------------------------------
     def _wrap(self, model: nn.Module) -> nn.Module:
         if self.config.compile:
-            compile_with_fallback(model, self.output_dir / COMPILE_CACHE_DIR, self._say)
+            self.program.fix_shapes(model)  # static row counts where the program bounds them
+            compile_with_fallback(model, self.output_dir / COMPILE_CACHE_DIR, self._say, self.config.compile_mode)
         if not self.ctx.enabled:
             return model
         if self.config.parallel == "fsdp":

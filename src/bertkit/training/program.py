@@ -66,6 +66,12 @@ class TrainingProgram:
         """Summed statistics -> metrics (e.g. mlm_accuracy = correct / count)."""
         raise NotImplementedError
 
+    def fix_shapes(self, model: nn.Module) -> None:
+        """Before torch.compile (`--set compile=true`): give `model` the static row counts this
+        program can bound, so the compiled step keeps one shape per micro-batch size (a masked
+        LM's predictions per sequence: bertkit.model.static_shapes). Nothing by default: the
+        model then compiles with its data-dependent counts (a graph break each)."""
+
     # ---- evaluation and saving -------------------------------------------------------
     def evaluate(self, model: nn.Module, ctx, batch_size: int, max_batches: int | None) -> dict[str, float]:
         """Metrics on the held-out data (every rank takes part; results are global)."""

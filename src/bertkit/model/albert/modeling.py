@@ -376,7 +376,7 @@ class AlbertForPreTraining(AlbertPreTrainedModel):
                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         sop_logits = self.sop_classifier(out.pooler_output)  # (B, 2)
         word_embeddings = self.albert.embeddings.word_embeddings.weight
-        loss, prediction_logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels)
+        loss, prediction_logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels, self.static_budget())
         if sentence_order_label is not None:
             sop_loss = F.cross_entropy(sop_logits, sentence_order_label.view(-1), ignore_index=IGNORE_INDEX)
             loss = sop_loss if loss is None else loss + sop_loss
@@ -410,7 +410,7 @@ class AlbertForMaskedLM(AlbertPreTrainedModel):
         out = self.albert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         word_embeddings = self.albert.embeddings.word_embeddings.weight
-        loss, logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels)
+        loss, logits, positions = masked_lm(self.predictions, out.last_hidden_state, word_embeddings, labels, self.static_budget())
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 

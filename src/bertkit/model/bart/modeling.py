@@ -207,7 +207,8 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
                          past_key_values if past_key_values is not None else cache, inputs_embeds,
                          decoder_inputs_embeds, use_cache, output_hidden_states)
         hidden = out.last_hidden_state  # (B, T, d_model)
-        if labels is not None and bool((labels != IGNORE_INDEX).all()):  # the head and the loss fused
+        # the head and the loss fused where every position has a label (not read while compiling: a graph break)
+        if labels is not None and not torch.compiler.is_compiling() and bool((labels != IGNORE_INDEX).all()):
             loss, logits = decoder_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.output_embeddings(),
                                                  self.final_logits_bias.view(-1), labels.reshape(-1))
             logits = logits.view(*labels.shape, -1)

@@ -23,6 +23,7 @@ from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
 from bertkit.model.pretrained import PreTrainedModel, normal_init
 from bertkit.model.query_rows import QueryRows
+from bertkit.model.static_shapes import PredictionBudget, static_label_positions
 from bertkit.model.unpad import Unpadding, UnpadSwitch, accepts_unpadding
 
 
@@ -35,38 +36,45 @@ def broadcast_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tenso
         return None
     if attention_mask.dim() == 3:
         return attention_mask.bool()[:, None]  # (B, 1, T, T): keys each query attends to
-    if bool(attention_mask.all()):
+    if not torch.compiler.is_compiling() and bool(attention_mask.all()):  # a host read: never in a compiled graph
         return None
     return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
 
 
 def labelled_rows(
-    hidden_states: torch.Tensor, labels: torch.Tensor
+    hidden_states: torch.Tensor, labels: torch.Tensor, per_sequence: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """hidden_states (B, T, H), labels (B, T) (-100 = no prediction) -> the N labelled
-    positions (N, 2) in row-major order, their hidden states (N, H) and labels (N,)."""
-    positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+    positions (N, 2) in row-major order, their hidden states (N, H) and labels (N,).
+    With `per_sequence` (a static budget, bertkit.model.static_shapes) N = B x per_sequence:
+    the labelled rows, then fillers labelled -100."""
+    if per_sequence is None:
+        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+    else:
+        positions = static_label_positions(labels, per_sequence)  # (B * per_sequence, 2)
     rows, columns = positions[:, 0], positions[:, 1]
     return positions, hidden_states[rows, columns], labels[rows, columns]
 
 
 def masked_lm(
-    head: nn.Module, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, labels: torch.Tensor | None
+    head: nn.Module, hidden_states: torch.Tensor, word_embeddings: torch.Tensor, labels: torch.Tensor | None,
+    per_sequence: int | None = None,
 ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
     """A tied vocabulary head (bertkit.model.heads.TiedDecoderHead) over hidden_states (B, T, H).
 
     Without labels: (None, logits (B, T, V), None). With labels (B, T) (-100 = none) only
     the labelled positions reach the vocabulary (the V x E decoder is most of a small
     model's work; ~85% of MLM positions carry no loss): (mean CE, logits (N, V), positions
-    (N, 2)); a batch with nothing labelled gives zero loss, not NaN."""
+    (N, 2)); a batch with nothing labelled gives zero loss, not NaN. `per_sequence`: a static
+    row budget (labelled_rows), the rows past the labelled ones ignored by the loss."""
     if labels is None:
         return None, head(hidden_states, word_embeddings), None
-    positions, selected, targets = labelled_rows(hidden_states, labels)
+    positions, selected, targets = labelled_rows(hidden_states, labels, per_sequence)
     loss, logits = head.loss_and_logits(selected, word_embeddings, targets)
     return loss, logits, positions
 
 
-class BertPreTrainedModel(PreTrainedModel):
+class BertPreTrainedModel(PredictionBudget, PreTrainedModel):
     """The BERT family's `PreTrainedModel` (bertkit.model.pretrained): BERT's config, init
     and checkpoint names; RoBERTa, ELECTRA and ALBERT build on it.
 
@@ -162,9 +170,11 @@ class BertModel(UnpadSwitch, BertPreTrainedModel):
         read_positions: (B, T) bool, the positions whose final hidden state the caller
         reads (e.g. MLM targets): the last layer runs only there and at [CLS] (for the
         pooler), and `last_hidden_state` is zero elsewhere (bertkit.model.query_rows).
-        Ignored with output_hidden_states, output_attentions or a (B, T, T) mask, and under a
-        trace (`torch.onnx.export`), which would freeze the data-dependent row count."""
+        Ignored with output_hidden_states, output_attentions or a (B, T, T) mask, under a
+        trace (`torch.onnx.export`), which would freeze the data-dependent row count, and under
+        torch.compile, where that count would break the graph (bertkit.model.static_shapes)."""
         if read_positions is not None and (output_hidden_states or output_attentions or torch.jit.is_tracing()
+                                           or torch.compiler.is_compiling()
                                            or (attention_mask is not None and attention_mask.dim() == 3)):
             read_positions = None
         if read_positions is not None:
@@ -274,7 +284,8 @@ class BertForPreTraining(BertPreTrainedModel):
                         read_positions=read)
         nsp_logits = self.cls.seq_relationship(out.pooler_output)  # (B, 2)
         loss, prediction_logits, positions = masked_lm(
-            self.cls.predictions, out.last_hidden_state, self.bert.embeddings.word_embeddings.weight, labels
+            self.cls.predictions, out.last_hidden_state, self.bert.embeddings.word_embeddings.weight, labels,
+            self.static_budget(),
         )
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1), ignore_index=IGNORE_INDEX)

@@ -143,7 +143,7 @@ class RobertaForMaskedLM(RobertaPreTrainedModel):
                            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
                            read_positions=read)
         word_embeddings = self.roberta.embeddings.word_embeddings.weight
-        loss, logits, positions = masked_lm(self.lm_head, out.last_hidden_state, word_embeddings, labels)
+        loss, logits, positions = masked_lm(self.lm_head, out.last_hidden_state, word_embeddings, labels, self.static_budget())
         return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
 
 

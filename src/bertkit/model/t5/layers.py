@@ -254,8 +254,9 @@ class T5Block(nn.Module):
 def may_pad(attention_mask: torch.Tensor) -> bool:
     """Whether a 1/0 attention mask may hold padding (then the additive mask is built). Checked
     on the CPU, where it is free; on an accelerator the check would make the host wait for
-    the device at every decoding step, so padding is assumed there (a mask of zeros is exact)."""
-    return attention_mask.device.type != "cpu" or not bool(attention_mask.all())
+    the device at every decoding step, so padding is assumed there (a mask of zeros is exact),
+    and while compiling (the read would break the graph)."""
+    return attention_mask.device.type != "cpu" or torch.compiler.is_compiling() or not bool(attention_mask.all())
 
 
 def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -247,7 +247,7 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
             decoder_input_ids = self.shift_right(labels)
         out = self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
                                      encoder_outputs, past_key_values, use_cache, output_hidden_states)
-        if labels is not None and bool((labels != IGNORE_INDEX).all()):
+        if labels is not None and not torch.compiler.is_compiling() and bool((labels != IGNORE_INDEX).all()):
             loss, logits = self.loss_and_logits(out.last_hidden_state, labels)
         else:
             logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
