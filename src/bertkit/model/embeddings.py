@@ -43,8 +43,10 @@ class BertEmbeddings(nn.Module):
         unpadding: look up the real tokens only and return packed (N, H) rows (bertkit.model.unpad)."""
         seq_len = input_ids.shape[1]
         given = position_ids is not None and position_ids.numel() > 0
-        # the check reads the ids on the host: not while compiling (a graph break; the lookup still bounds them)
-        last = int(position_ids.max()) if given and not torch.compiler.is_compiling() else seq_len - 1
+        # the check reads the ids on the host: on a CPU only, outside compilation (on a GPU a sync each
+        # step, compiled a graph break; there the lookup's own bounds check still stops a bad id)
+        checked = given and position_ids.device.type == "cpu" and not torch.compiler.is_compiling()
+        last = int(position_ids.max()) if checked else seq_len - 1
         if position_ids is None:
             position_ids = self.position_ids[:seq_len]
         if unpadding is not None:  # (B, T) -> (N,) real tokens: LayerNorm and dropout run on those rows only

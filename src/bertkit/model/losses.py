@@ -17,6 +17,15 @@ from bertkit.model.outputs import MultipleChoiceModelOutput
 IGNORE_INDEX = -100  # a label position that takes no part in a loss (transformers' value)
 
 
+def every_target_labelled(labels: torch.Tensor | None) -> bool:
+    """Whether a decoder's fused head-and-loss applies: labels given and none ignored. Read
+    on the host only on a CPU and outside compilation; elsewhere False (the general head and
+    loss, the same numbers) so a GPU step makes no host sync and a compiled one no graph break."""
+    if labels is None or labels.device.type != "cpu" or torch.compiler.is_compiling():
+        return False
+    return bool((labels != IGNORE_INDEX).all())
+
+
 def classifier_dropout(config: Any) -> float:
     """Dropout before a classification layer: classifier_dropout, else hidden_dropout_prob."""
     return config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob

@@ -37,7 +37,7 @@ from bertkit.model.bart.layers import (
 )
 from bertkit.model.generation import GenerationMixin
 from bertkit.model.heads import DenseTanhClassificationHead, decoder_cross_entropy
-from bertkit.model.losses import IGNORE_INDEX, problem_type, sequence_classification_loss
+from bertkit.model.losses import IGNORE_INDEX, every_target_labelled, problem_type, sequence_classification_loss
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel, normal_init
@@ -207,8 +207,8 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
                          past_key_values if past_key_values is not None else cache, inputs_embeds,
                          decoder_inputs_embeds, use_cache, output_hidden_states)
         hidden = out.last_hidden_state  # (B, T, d_model)
-        # the head and the loss fused where every position has a label (not read while compiling: a graph break)
-        if labels is not None and not torch.compiler.is_compiling() and bool((labels != IGNORE_INDEX).all()):
+        # the head and the loss fused where every position has a label (losses.every_target_labelled)
+        if every_target_labelled(labels):
             loss, logits = decoder_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.output_embeddings(),
                                                  self.final_logits_bias.view(-1), labels.reshape(-1))
             logits = logits.view(*labels.shape, -1)

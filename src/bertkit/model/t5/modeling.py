@@ -46,11 +46,11 @@ from bertkit.model.t5.layers import (
     T5LayerNorm,
     T5Stack,
 )
-from bertkit.model.bert.task_heads import problem_type, sequence_classification_loss
-from bertkit.model.t5.config import T5Config
 from bertkit.model.heads import DenseTanhClassificationHead
+from bertkit.model.losses import IGNORE_INDEX, every_target_labelled, problem_type, sequence_classification_loss
+from bertkit.model.t5.config import T5Config
 
-IGNORE_INDEX = -100
+
 @dataclass
 class Seq2SeqModelOutput(ModelOutput):
     """last_hidden_state: the decoder's (B, T, d_model); past_key_values: per decoder layer
@@ -247,7 +247,7 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
             decoder_input_ids = self.shift_right(labels)
         out = self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
                                      encoder_outputs, past_key_values, use_cache, output_hidden_states)
-        if labels is not None and not torch.compiler.is_compiling() and bool((labels != IGNORE_INDEX).all()):
+        if every_target_labelled(labels):
             loss, logits = self.loss_and_logits(out.last_hidden_state, labels)
         else:
             logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
