@@ -127,7 +127,8 @@ def test_generation_beyond_the_queue_is_429_and_beyond_the_budget_413(gpt_dir):
         stepper.step = lambda: (permits.acquire(timeout=60), step())[1]  # the running row keeps its slot
         with httpx.stream("POST", base + "/generate_stream",
                           json={"inputs": PROMPTS[0], "parameters": {"max_new_tokens": 150}}) as running:
-            next(line for line in running.iter_lines() if line.startswith("data:"))  # the one slot is taken
+            lines = running.iter_lines()  # kept: a dropped iterator may close the stream
+            next(line for line in lines if line.startswith("data:"))  # the one slot is taken
             answers = {}
             waiting = threading.Thread(target=lambda: answers.update(waiting=httpx.post(
                 base + "/generate", json={"inputs": PROMPTS[1], "parameters": {"max_new_tokens": 3}}, timeout=120)))

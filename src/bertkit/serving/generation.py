@@ -169,17 +169,20 @@ class DecodeLoop:
     def _advance(self, steps, rows: list[_Row]) -> None:
         """Run one step of `steps` (its rows: `rows`), choose, emit, and drop the rows that ended."""
         scores = steps.next_logits()
-        chosen, logprobs = [], []
+        processed = scores  # (N, V): each row's scores after its own rules (a copy once a rule changes one)
         for i, row in enumerate(rows):
             history = torch.tensor([steps.tokens(i)], dtype=torch.long, device=scores.device)
-            row_scores = process_scores(scores[i:i + 1], history, None, row.job.settings, row.eos_ids, 1)
-            if row.job.settings.do_sample:
-                token = torch.multinomial(row_scores.softmax(dim=-1), 1, generator=row.generator).view(1)
-            else:
-                token = row_scores.argmax(dim=-1)
-            chosen.append(token)
-            logprobs.append(float(row_scores.log_softmax(dim=-1)[0, token]))
-        chosen = torch.cat(chosen)
+            own = scores[i:i + 1]
+            ruled = process_scores(own, history, None, row.job.settings, row.eos_ids, 1)
+            if ruled is not own:
+                if processed is scores:
+                    processed = scores.clone()
+                processed[i] = ruled[0]
+        chosen = processed.argmax(dim=-1)  # the greedy rows' choice, in one call
+        for i, row in enumerate(rows):
+            if row.job.settings.do_sample:  # each row draws from its own generator, as `generate` for one input
+                chosen[i] = torch.multinomial(processed[i:i + 1].softmax(dim=-1), 1, generator=row.generator)[0, 0]
+        logprobs = processed.log_softmax(dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
         steps.append(chosen)
         ended = []
         for i, (row, token, logprob) in enumerate(zip(rows, chosen.tolist(), logprobs)):
