@@ -13,10 +13,12 @@ choice, exactly as `generate`'s greedy/sampling loop does for one input
 settings. A row leaves when it ends (EOS, max_new_tokens, a stop string) or its client
 went away (`cancelled`): its slot is free at the next step.
 
-The decoding steps of a running batch run inside one `packed_weights()` context
-(bertkit.model.packed_linear: oneDNN's packed copies of the weights, made on second use),
-entered when the batch starts and left when it empties, as `generate` runs its whole
-loop inside one; encoders run outside it (`plain_weights`), as in `generate`.
+The decoding steps run inside `packed_weights()` (bertkit.model.packed_linear: oneDNN's
+packed copies of the weights, made on second use) with one cache kept for the server's
+life, since a served model's weights never change: a batch that starts after the last one
+emptied (every request of a lone client) does not pack the weights again. Encoders run
+outside it (`plain_weights`), as in `generate`, and so do other tasks' batches between
+steps.
 
 Admission (`room`): the running rows' cost (prompt tokens + max_new_tokens each) stays
 within max_batch_tokens and their count within max_batch_requests. A model whose decode
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import torch
@@ -82,7 +83,7 @@ class DecodeLoop:
         self.max_batch_requests = max_batch_requests
         self.steps = None
         self.rows: list[_Row] = []
-        self._packing: ExitStack | None = None  # the running batch's packed_weights() context
+        self._packed: dict = {}  # the decoding steps' packed weights, kept between batches
 
     @property
     def active(self) -> bool:
@@ -118,16 +119,14 @@ class DecodeLoop:
             with plain_weights():
                 steps = model.decode_steps([request.input_ids for request in requests])
             rows = [self._row(request) for request in requests]
-            self._pack()
-            self._advance(steps, rows)
+            with packed_weights(self._packed):
+                self._advance(steps, rows)
         if rows:
             if self.steps is None:
                 self.steps = steps
             else:
                 self.steps.merge(steps)
             self.rows += rows
-        elif not self.rows:
-            self._unpack()
 
     def _row(self, request: GenerationJob) -> _Row:
         device = next(self.loaded.model.parameters()).device
@@ -142,11 +141,10 @@ class DecodeLoop:
         with torch.inference_mode():
             self._drop([i for i, row in enumerate(self.rows) if row.job.cancelled], self.steps, self.rows)
             if self.rows:
-                self._pack()
-                self._advance(self.steps, self.rows)
+                with packed_weights(self._packed):
+                    self._advance(self.steps, self.rows)
             if not self.rows:
                 self.steps = None
-                self._unpack()
 
     def fail(self, error: BaseException) -> None:
         """A step failed (a bug): every running request gets the error; the batch is dropped."""
@@ -154,17 +152,6 @@ class DecodeLoop:
         for row in self.rows:
             row.job.emit({"type": "error", "error": error})
         self.rows, self.steps = [], None
-        self._unpack()
-
-    def _pack(self) -> None:
-        if self._packing is None:
-            self._packing = ExitStack()
-            self._packing.enter_context(packed_weights())
-
-    def _unpack(self) -> None:
-        if self._packing is not None:
-            self._packing.close()
-            self._packing = None
 
     def _advance(self, steps, rows: list[_Row]) -> None:
         """Run one step of `steps` (its rows: `rows`), choose, emit, and drop the rows that ended."""
