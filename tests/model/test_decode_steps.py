@@ -120,7 +120,8 @@ def test_decoder_prompts_prefill_together_left_padded(decoders):
 
 def test_decoder_settings_cut_the_prompt_to_the_context(decoders):
     model, _ = decoders
-    ids, settings = model.resolve_decoding(list(range(3, 38)), max_new_tokens=10)  # 35 + 10 > 40 positions
+    with pytest.warns(UserWarning, match="cut to its last 30"):  # generate's warning: 35 + 10 > 40 positions
+        ids, settings = model.resolve_decoding(list(range(3, 38)), max_new_tokens=10)
     assert ids == list(range(8, 38)) and settings.prompt_length == 30 and settings.max_length == 40
     ids, settings = model.resolve_decoding([5, 6], max_new_tokens=3)
     assert ids == [5, 6] and settings.prompt_length == 2 and settings.eos_token_ids == (2,)
