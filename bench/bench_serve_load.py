@@ -19,9 +19,10 @@ Targets (issue 18): >= 3x the baseline's requests/s at 64 clients with p99 no wo
 client, latency within 10% of the direct call.
 
 A third workload, generation (issue 35): a random T5 (--gen-size, t5-mini by default: the
-shapes of bench_generate, MiniLM's WordPiece vocabulary) behind `bertkit serve`'s TGI
-`/generate_stream` (continuous batching) and behind the naive server — FastAPI +
-transformers' `generate` with its TextIteratorStreamer, one request at a time (a lock) —
+shapes of bench_generate) or a random GPT-2 (--gen-size gpt-tiny / gpt-mini: a decoder-only
+model, bertkit's presets), both with MiniLM's WordPiece vocabulary, behind `bertkit serve`'s
+TGI `/generate_stream` (continuous batching) and behind the naive server — FastAPI +
+transformers' `generate` with a token streamer, one request at a time (a lock) —
 each client streaming greedy generations of --gen-tokens tokens from WikiText-2 prompts
 one after another. Printed per level (1, 16 clients): generated tokens/s and p50 / p99
 time to first token of both. Target: >= 3x the tokens/s at 16 clients with p99 time to
@@ -31,6 +32,7 @@ first token no worse.
   python bench/bench_serve_load.py --clients 1 8 --requests 16 --seconds 5   # a quick check
   python bench/bench_serve_load.py --serve-flags "--max-wait-ms 2"           # bertkit serve with other flags
   python bench/bench_serve_load.py --workloads generate --gen-seconds 20      # generation only
+  python bench/bench_serve_load.py --workloads generate --gen-size gpt-mini  # a decoder-only model
 """
 
 from __future__ import annotations
@@ -109,7 +111,9 @@ def baseline_generate_app(model_dir: str):
     from fastapi.responses import StreamingResponse
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-    model = transformers.T5ForConditionalGeneration.from_pretrained(model_dir).eval()
+    seq2seq = transformers.AutoConfig.from_pretrained(model_dir).is_encoder_decoder
+    model = (transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
+             ).from_pretrained(model_dir).eval()
     lock = threading.Lock()
     app = FastAPI()
 
@@ -118,7 +122,7 @@ def baseline_generate_app(model_dir: str):
             self.tokens, self.started = queue.Queue(), False
 
         def put(self, value):
-            if not self.started:  # the first call holds the decoder start token
+            if not self.started:  # the first call holds the decoder start token (or the decoder's prompt)
                 self.started = True
                 return
             self.tokens.put(int(value.view(-1)[0]))
@@ -134,7 +138,9 @@ def baseline_generate_app(model_dir: str):
     def generate_stream(body: dict):
         def events():
             with lock:
-                batch = tokenizer(body["inputs"], truncation=True, max_length=512, return_tensors="pt")
+                # a decoder-only model continues the prompt as written (no [CLS] ... [SEP]), as bertkit's
+                batch = tokenizer(body["inputs"], truncation=True, max_length=512, return_tensors="pt",
+                                  add_special_tokens=seq2seq)
                 streamer = TokenStreamer()
 
                 def run():
@@ -159,20 +165,28 @@ def baseline_generate_app(model_dir: str):
 
 
 def make_generator(minilm: str, directory: Path, size: str) -> str:
-    """A random T5 of preset `size` (transformers' class, as bench_generate) with MiniLM's tokenizer files."""
+    """A random T5 or GPT-2 of preset `size` (transformers' class, as bench_generate / bench_gpt_generate)
+    with MiniLM's tokenizer files ([SEP] its EOS)."""
     import shutil
 
     import torch
     import transformers
 
+    from bertkit.model.gpt.config import GPT2_PRESETS
     from bertkit.model.t5.config import T5_PRESETS
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(minilm)
     torch.manual_seed(0)
-    config = transformers.T5Config(vocab_size=len(tokenizer), decoder_start_token_id=tokenizer.pad_token_id,
-                                   eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
-                                   **T5_PRESETS[size])
-    model = transformers.T5ForConditionalGeneration(config).eval()
+    if size in GPT2_PRESETS:
+        config = transformers.GPT2Config(vocab_size=len(tokenizer), bos_token_id=tokenizer.cls_token_id,
+                                         eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
+                                         **GPT2_PRESETS[size])
+        model = transformers.GPT2LMHeadModel(config).eval()
+    else:
+        config = transformers.T5Config(vocab_size=len(tokenizer), decoder_start_token_id=tokenizer.pad_token_id,
+                                       eos_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
+                                       **T5_PRESETS[size])
+        model = transformers.T5ForConditionalGeneration(config).eval()
     with torch.no_grad():  # weights that make varied outputs (bench_generate's)
         for parameter in model.parameters():
             parameter.normal_(0.0, 0.2)
@@ -437,7 +451,9 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=["embed", "classify", "generate"],
                         choices=["embed", "classify", "generate"])
     parser.add_argument("--gen-clients", type=int, nargs="+", default=[1, 16])
-    parser.add_argument("--gen-size", default="t5-mini", choices=["t5-tiny", "t5-mini", "t5-small"])
+    parser.add_argument("--gen-size", default="t5-mini",
+                        choices=["t5-tiny", "t5-mini", "t5-small", "gpt-tiny", "gpt-mini"],
+                        help="the generating model: a T5 (encoder-decoder) or a GPT-2 (decoder-only) preset")
     parser.add_argument("--gen-tokens", type=int, default=32, help="new tokens per generation (default: 32)")
     parser.add_argument("--gen-seconds", type=float, default=30, help="most seconds per generation level")
     parser.add_argument("--classifier", help="a fine-tuned MiniLM classifier (default: MiniLM + a fresh head)")

@@ -1,6 +1,8 @@
 """`decode_steps` (bertkit.model.decoding): rows decoded together while they come and go —
 a row joining a running batch (its caches left-padded to the others' length), rows
-leaving it — get the tokens `generate` gives each input alone."""
+leaving it — get the tokens `generate` gives each input alone: T5 (an encoder-decoder),
+GPT-2 and GPT-1 (decoder-only: prompts of different lengths prefilled left-padded, then
+merged into the running batch), the decoders also against transformers' `generate`."""
 
 from __future__ import annotations
 
@@ -34,25 +36,31 @@ def greedy(steps_object):
 
 
 def test_rows_that_join_and_leave_get_their_own_tokens(model):
+    histories = join_leave_join(model, INPUTS)
+    assert histories[0] == alone(model, INPUTS[2], 10)
+    assert histories[1] == alone(model, INPUTS[0], 12)
+    assert histories[2] == alone(model, INPUTS[3], 6)
+
+
+def join_leave_join(model, inputs):
+    """inputs[0] runs 3 steps; inputs[1:3] join; 4 steps; the second row leaves; inputs[3] joins;
+    5 steps -> the histories of the rows left: inputs 2, 0, 3 after 10, 12 and 6 new tokens."""
     with torch.inference_mode(), packed_weights():
-        running = model.decode_steps([INPUTS[0]])
+        running = model.decode_steps([inputs[0]])
         for _ in range(3):
             greedy(running)
-        joining = model.decode_steps(INPUTS[1:3])  # join after three steps: their caches are shorter
+        joining = model.decode_steps(inputs[1:3])  # join after three steps: their caches are shorter
         greedy(joining)
         running.merge(joining)
         for _ in range(4):
             greedy(running)
         running.keep([2, 0])  # row 1 leaves; the others go on, reordered
-        late = model.decode_steps([INPUTS[3]])
+        late = model.decode_steps([inputs[3]])
         greedy(late)
         running.merge(late)
         for _ in range(5):
             greedy(running)
-        histories = [running.tokens(i) for i in range(running.rows)]
-    assert histories[0] == alone(model, INPUTS[2], 10)
-    assert histories[1] == alone(model, INPUTS[0], 12)
-    assert histories[2] == alone(model, INPUTS[3], 6)
+        return [running.tokens(i) for i in range(running.rows)]
 
 
 def test_a_model_with_absolute_positions_does_not_merge(model):
@@ -60,3 +68,60 @@ def test_a_model_with_absolute_positions_does_not_merge(model):
     steps.can_merge = False  # what GenerationMixin's default (merges_decode_steps = False) gives
     with pytest.raises(ValueError, match="cannot merge"):
         steps.merge(model.decode_steps([INPUTS[1]]))
+
+
+# ---------------------------------------------------------------------------- decoder-only models
+
+PROMPTS = [[5, 9, 14, 3, 22, 7, 11, 6, 3], [8, 4], [30, 31, 32, 33, 21], [12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]]
+DECODERS = {"gpt2": ("GPT2Config", "GPT2LMHeadModel"), "openai-gpt": ("OpenAIGPTConfig", "OpenAIGPTLMHeadModel")}
+
+
+@pytest.fixture(scope="module", params=list(DECODERS))
+def decoders(request, tmp_path_factory):
+    """(bertkit model, transformers model) of one decoder family, the same random weights."""
+    import bertkit
+
+    transformers = pytest.importorskip("transformers")
+    config_name, model_name = DECODERS[request.param]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_name)(vocab_size=40, n_positions=40, n_embd=16, n_layer=2, n_head=4,
+                                                bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    reference = getattr(transformers, model_name)(config).eval()
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter.normal_(0.0, 0.6)
+    directory = tmp_path_factory.mktemp(request.param)
+    reference.save_pretrained(directory)
+    return getattr(bertkit, model_name).from_pretrained(directory).eval(), reference
+
+
+def test_decoder_rows_that_join_and_leave_get_their_own_tokens(decoders):
+    model, reference = decoders
+    histories = join_leave_join(model, PROMPTS)
+    for history, (index, new) in zip(histories, [(2, 10), (0, 12), (3, 6)]):
+        assert history == alone(model, PROMPTS[index], new)  # the prompt, then the new tokens
+        with torch.no_grad():  # transformers' generate, greedy, on the prompt alone
+            theirs = reference.generate(torch.tensor([PROMPTS[index]]), attention_mask=torch.ones(1, len(PROMPTS[index]),
+                                        dtype=torch.long), max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                                        pad_token_id=0)
+        assert history == theirs[0].tolist()
+
+
+def test_decoder_prompts_prefill_together_left_padded(decoders):
+    model, _ = decoders
+    with torch.inference_mode(), packed_weights():
+        steps = model.decode_steps(PROMPTS)
+        for _ in range(6):
+            greedy(steps)
+        histories = [steps.tokens(i) for i in range(steps.rows)]
+    assert histories == [alone(model, prompt, 6) for prompt in PROMPTS]
+    assert steps.can_merge
+
+
+def test_decoder_settings_cut_the_prompt_to_the_context(decoders):
+    model, _ = decoders
+    with pytest.warns(UserWarning, match="cut to its last 30"):  # generate's warning: 35 + 10 > 40 positions
+        ids, settings = model.resolve_decoding(list(range(3, 38)), max_new_tokens=10)
+    assert ids == list(range(8, 38)) and settings.prompt_length == 30 and settings.max_length == 40
+    ids, settings = model.resolve_decoding([5, 6], max_new_tokens=3)
+    assert ids == [5, 6] and settings.prompt_length == 2 and settings.eos_token_ids == (2,)

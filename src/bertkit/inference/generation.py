@@ -72,16 +72,7 @@ def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
             raise BertkitError(f"text {number}: empty text, nothing to generate from")
     model = loaded.model
     decoder_only = not is_encoder_decoder(model)
-    if decoder_only:  # the prompt as written: no BOS / EOS of the tokenizer's template
-        encoded = loaded.tokenizer(texts, add_special_tokens=False)["input_ids"]
-        if max_source_length:
-            encoded = [ids[-max_source_length:] for ids in encoded]
-    else:
-        encoded = loaded.tokenizer(texts, truncation=True, max_length=max_source_length or DEFAULT_MAX_SOURCE_LENGTH
-                                   )["input_ids"]
-    for number, ids in enumerate(encoded, start=1):
-        if not ids:
-            raise BertkitError(f"text {number}: no tokens after tokenization, nothing to generate from")
+    encoded = encode_prompts(loaded, texts, max_source_length)
     if options.get("stop_strings") is not None:
         options = {**options, "tokenizer": loaded.tokenizer}
     device = next(model.parameters()).device
@@ -104,6 +95,26 @@ def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
     return InferenceOutputs(logits=[], sequences=[row for rows in sequences for row in rows])
 
 
+def encode_prompts(loaded: LoadedModel, texts: list[str], max_source_length: int | None = None) -> list[list[int]]:
+    """Each text's input ids as `generate` feeds them (the module docstring): a decoder-only
+    model's prompt without specials (its last `max_source_length` tokens when given), an
+    encoder-decoder's input with the tokenizer's specials, cut to `max_source_length` (512).
+    A text without tokens is a one-line error naming it."""
+    from bertkit.model.generation import is_encoder_decoder
+
+    if not is_encoder_decoder(loaded.model):  # the prompt as written: no BOS / EOS of the tokenizer's template
+        encoded = loaded.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        if max_source_length:
+            encoded = [ids[-max_source_length:] for ids in encoded]
+    else:
+        encoded = loaded.tokenizer(texts, truncation=True, max_length=max_source_length or DEFAULT_MAX_SOURCE_LENGTH
+                                   )["input_ids"]
+    for number, ids in enumerate(encoded, start=1):
+        if not ids:
+            raise BertkitError(f"text {number}: no tokens after tokenization, nothing to generate from")
+    return encoded
+
+
 def generate(model: str | os.PathLike | LoadedModel, texts: str | list[str], *, device: str | None = None,
              batch_size: int = 32, max_source_length: int | None = None, seed: int | None = None,
              return_full_text: bool | None = None, **options: Any) -> list[str]:
@@ -121,11 +132,20 @@ def generate(model: str | os.PathLike | LoadedModel, texts: str | list[str], *, 
     batch = [texts] if isinstance(texts, str) else list(texts)
     outputs = run_generation(loaded, batch, batch_size, max_source_length, seed, **options)
     if not decoder_only:
-        return [visible_text(loaded, ids) for ids in outputs.sequences]
+        return [generated_text(loaded, ids[1:]) for ids in outputs.sequences]  # after the decoder start token
     per_text = options.get("num_return_sequences", 1)
     echo = return_full_text is None or return_full_text
-    return [(batch[i // per_text] if echo else "") + visible_text(loaded, ids, strip=False)
+    return [(batch[i // per_text] if echo else "") + generated_text(loaded, ids)
             for i, ids in enumerate(outputs.sequences)]
+
+
+def generated_text(loaded: LoadedModel, new_tokens: list[int]) -> str:
+    """A row's new tokens as `generate` returns their text: an encoder-decoder's output
+    stripped; a decoder-only model's continuation as it follows the prompt (its leading
+    space kept)."""
+    from bertkit.model.generation import is_encoder_decoder
+
+    return visible_text(loaded, new_tokens, strip=is_encoder_decoder(loaded.model))
 
 
 def visible_text(loaded: LoadedModel, ids: list[int], strip: bool = True) -> str:

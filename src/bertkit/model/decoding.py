@@ -1,29 +1,37 @@
 """Decoding one step at a time over a batch whose rows come and go (a server's continuous batching).
 
-    steps = model.decode_steps([[13, 8, 1], [27, 1]])   # one row per input: runs the encoder
+    steps = model.decode_steps([[13, 8, 1], [27, 1]])   # one row per input (an encoder-decoder: runs the encoder)
     with packed_weights():
         scores = steps.next_logits()     # (N, V) float32: each row's next-token scores
     steps.append(chosen)                 # (N,) long: each row's chosen token
-    steps.tokens(0)                      # row 0's decoder tokens so far (start token included)
+    steps.tokens(0)                      # row 0's tokens so far: the start token or the prompt, then the new ones
     steps.keep([0])                      # the rows that go on, in this order (finished ones leave)
     if steps.can_merge: steps.merge(other)   # another batch's rows join (other stepped at least once)
 
 The contract of a family's generating model: `decode_steps(input_ids: list[list[int]])`
 returns an object with the methods above. `bertkit.model.generation.GenerationMixin` gives
-every encoder-decoder meeting its contract `EncoderDecoderSteps` (below); a decoder-only
-family gives its own (its rows' prompts and caches differ in length from the start). The
-per-step logits rules (bertkit.model.logits_processing) are the caller's, per row.
+every model meeting its `generate` contract one: `EncoderDecoderSteps` for an
+encoder-decoder, `DecoderOnlySteps` for a decoder-only model. The per-step logits rules
+(bertkit.model.logits_processing) are the caller's, per row.
 
-`EncoderDecoderSteps` keeps one KV cache for the whole batch: per decoder layer
-(self_key, self_value, cross_key, cross_value), each (N, heads, length, d_kv). Rows whose
-decoder histories differ in length share a step by left-padding the shorter self-attention
-caches, masked by a decoder attention mask; encoder states of different lengths are
-right-padded and masked by the encoder attention mask. A masked key gets exactly zero
-weight, so a row's scores are its unbatched scores up to summation order — but only when
-the decoder's positions are relative (T5's bucketed bias depends on query - key, which
-left padding leaves unchanged). A model with absolute decoder positions (BART) would see
-shifted positions, so `can_merge` is the model class's `merges_decode_steps` (False by
-default): without it, rows only leave a batch, and new rows wait for a fresh one.
+Both keep one KV cache for the whole batch (`StepRows`): per layer the self-attention
+(key, value) first, each (N, heads, length, d), and rows whose histories differ in length
+share a step by left-padding the shorter caches, masked by an attention mask over cache +
+new tokens. A masked key gets exactly zero weight, so a row's scores are its unbatched
+scores up to summation order — as long as left padding leaves every row's positions as
+they were:
+- an encoder-decoder (`EncoderDecoderSteps`): the encoder runs once at the start; the
+  decoder starts from its start token; per layer the cache also holds the cross-attention
+  (key, value) over the encoder states, which are right-padded to a common length and
+  masked by the encoder attention mask. Its decoder positions are implicit, so merging is
+  exact only when they are relative (T5's bucketed bias depends on query - key, which left
+  padding leaves unchanged): `can_merge` is the model class's `merges_decode_steps`
+  (False by default; BART's absolute positions would shift). Without it, rows only leave a
+  batch, and new rows wait for a fresh one.
+- a decoder-only model (`DecoderOnlySteps`): each row's prompt runs at the first step
+  (left-padded to the longest, as `generate` pads a batch), and every step passes position
+  ids counted from each row's first real token (the attention mask's cumulative sum, as
+  `generate`), so left padding never shifts a position and batches always merge.
 """
 
 from __future__ import annotations
@@ -34,30 +42,32 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bertkit.errors import ConfigError
 
-class EncoderDecoderSteps:
-    """Rows of an encoder-decoder being decoded together (see the module docstring)."""
 
-    def __init__(self, model: Any, input_ids: list[list[int]]):
-        config = model.config
-        pad = config.pad_token_id if config.pad_token_id is not None else 0
-        start = getattr(config, "decoder_start_token_id", None)
+def _pad_start(t: torch.Tensor, dim_from_end: int, size: int) -> torch.Tensor:
+    """`t` zero-padded at the start of a dimension (counted from the end) to `size`."""
+    return F.pad(t, [0, 0] * (dim_from_end - 1) + [size - t.shape[-dim_from_end], 0])
+
+
+def _pad_end(t: torch.Tensor, dim_from_end: int, size: int) -> torch.Tensor:
+    return F.pad(t, [0, 0] * (dim_from_end - 1) + [0, size - t.shape[-dim_from_end]])
+
+
+class StepRows:
+    """What both shapes share: each row's tokens (`history`), the tokens the next step feeds
+    (`pending` (N, n)), the self-attention mask over cache + pending (`self_mask` (N, L), 1 =
+    a real token, padding on the left) and the cache (`past`, None before the first step).
+    A subclass makes the model call (`forward`) and keeps its other inputs in step with the
+    rows (`select_inputs`, `trim_inputs`, `join_inputs`)."""
+
+    can_merge: bool = False
+
+    def __init__(self, model: Any, history: list[list[int]], pending: torch.Tensor, self_mask: torch.Tensor):
         self.model = model
-        self.can_merge = bool(getattr(model, "merges_decode_steps", False))
-        device = next(model.parameters()).device
-        width = max(len(ids) for ids in input_ids)
-        ids = torch.full((len(input_ids), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(input_ids), width), dtype=torch.long)
-        for i, row in enumerate(input_ids):
-            ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[i, :len(row)] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        self.encoder_states = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-        self.encoder_mask = mask
-        start = pad if start is None else start
-        self.history = [[start] for _ in input_ids]
-        self.pending = torch.full((len(input_ids), 1), start, dtype=torch.long, device=device)
-        self.self_mask = torch.ones((len(input_ids), 1), dtype=torch.long, device=device)
+        self.history = history
+        self.pending = pending
+        self.self_mask = self_mask
         self.past = None
 
     @property
@@ -67,13 +77,14 @@ class EncoderDecoderSteps:
     def tokens(self, row: int) -> list[int]:
         return self.history[row]
 
+    def forward(self, padded: bool) -> Any:
+        """The model on `pending` after `past` -> output with `logits` (N, n or 1, V) and
+        `past_key_values`; `padded`: some row has padding (the mask is needed)."""
+        raise NotImplementedError
+
     def next_logits(self) -> torch.Tensor:
         """(N, V) float32 scores of each row's next token."""
-        padded = bool((self.self_mask == 0).any())
-        out = self.model(encoder_outputs=SimpleNamespace(last_hidden_state=self.encoder_states),
-                         attention_mask=self.encoder_mask, decoder_input_ids=self.pending,
-                         decoder_attention_mask=self.self_mask if padded else None,
-                         past_key_values=self.past, use_cache=True)
+        out = self.forward(bool((self.self_mask == 0).any()))
         self.past = out.past_key_values
         return out.logits[:, -1].float()
 
@@ -91,44 +102,122 @@ class EncoderDecoderSteps:
         self.history = [self.history[i] for i in rows]
         self.pending = self.pending.index_select(0, index)
         self.self_mask = self.self_mask.index_select(0, index)
-        self.encoder_states = self.encoder_states.index_select(0, index)
-        self.encoder_mask = self.encoder_mask.index_select(0, index)
         if self.past is not None:
             self.past = tuple(tuple(t.index_select(0, index) for t in layer) for layer in self.past)
+        self.select_inputs(index)
         if not rows:
             return
         left = int((self.self_mask.sum(dim=0) == 0).long().cumprod(dim=0).sum())  # leading all-pad columns
-        width = int(self.encoder_mask.sum(dim=1).max())  # encoder columns some row still uses
-        self.self_mask = self.self_mask[:, left:]
-        self.encoder_states, self.encoder_mask = self.encoder_states[:, :width], self.encoder_mask[:, :width]
-        if self.past is not None:
-            self.past = tuple((k[:, :, left:], v[:, :, left:], ck[:, :, :width], cv[:, :, :width], *rest)
-                              for k, v, ck, cv, *rest in self.past)
+        if left:
+            self.self_mask = self.self_mask[:, left:]
+            if self.past is None:  # before the first step the mask covers the pending prompt itself
+                self.pending = self.pending[:, left:]
+            else:
+                self.past = tuple((k[:, :, left:], v[:, :, left:], *rest) for k, v, *rest in self.past)
+        self.trim_inputs()
 
-    def merge(self, other: "EncoderDecoderSteps") -> None:
-        """`other`'s rows join after this batch's (both stepped at least once)."""
+    def merge(self, other: "StepRows") -> None:
+        """`other`'s rows join after this batch's (both stepped at least once; `other` is used up)."""
         if not self.can_merge:
             raise ValueError("this model's decode steps cannot merge batches (absolute decoder positions)")
         if self.past is None or other.past is None:
             raise ValueError("merge: both batches must have run a step")
-        length = max(self.self_mask.shape[1], other.self_mask.shape[1])
-        width = max(self.encoder_mask.shape[1], other.encoder_mask.shape[1])
+        self.join_inputs(other)
+        length = max(self.self_mask.shape[1], other.self_mask.shape[1])  # cache + the one pending token
 
-        def left(t, dim_from_end, size):  # pad at the start of a dimension counted from the end
-            pad = [0, 0] * (dim_from_end - 1) + [size - t.shape[-dim_from_end], 0]
-            return F.pad(t, pad)
-
-        def right(t, dim_from_end, size):
-            pad = [0, 0] * (dim_from_end - 1) + [0, size - t.shape[-dim_from_end]]
-            return F.pad(t, pad)
-
-        def cache(steps):
-            return [(left(k, 2, length - 1), left(v, 2, length - 1), right(ck, 2, width), right(cv, 2, width), *rest)
-                    for k, v, ck, cv, *rest in steps.past]
+        def cache(steps: StepRows):
+            return [(_pad_start(k, 2, length - 1), _pad_start(v, 2, length - 1), *rest) for k, v, *rest in steps.past]
 
         self.past = tuple(tuple(torch.cat(pair) for pair in zip(a, b)) for a, b in zip(cache(self), cache(other)))
-        self.self_mask = torch.cat((left(self.self_mask, 1, length), left(other.self_mask, 1, length)))
-        self.encoder_states = torch.cat((right(self.encoder_states, 2, width), right(other.encoder_states, 2, width)))
-        self.encoder_mask = torch.cat((right(self.encoder_mask, 1, width), right(other.encoder_mask, 1, width)))
+        self.self_mask = torch.cat((_pad_start(self.self_mask, 1, length), _pad_start(other.self_mask, 1, length)))
         self.pending = torch.cat((self.pending, other.pending))
         self.history = self.history + other.history
+
+    # the model inputs besides the tokens (none for a decoder-only model)
+    def select_inputs(self, index: torch.Tensor) -> None:
+        """Keep the rows `index` (N,) of the other inputs."""
+
+    def trim_inputs(self) -> None:
+        """Drop what no kept row uses any more."""
+
+    def join_inputs(self, other: "StepRows") -> None:
+        """Before a merge: both sides' other inputs (and the cache parts over them) made alike, then joined."""
+
+
+class EncoderDecoderSteps(StepRows):
+    """Rows of an encoder-decoder being decoded together (see the module docstring): the
+    cache per decoder layer is (self_key, self_value, cross_key, cross_value)."""
+
+    def __init__(self, model: Any, input_ids: list[list[int]]):
+        config = model.config
+        pad = config.pad_token_id if config.pad_token_id is not None else 0
+        start = getattr(config, "decoder_start_token_id", None)
+        start = pad if start is None else start
+        device = next(model.parameters()).device
+        width = max(len(ids) for ids in input_ids)
+        ids = torch.full((len(input_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(input_ids), width), dtype=torch.long)
+        for i, row in enumerate(input_ids):
+            ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[i, :len(row)] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        super().__init__(model, [[start] for _ in input_ids],
+                         torch.full((len(input_ids), 1), start, dtype=torch.long, device=device),
+                         torch.ones((len(input_ids), 1), dtype=torch.long, device=device))
+        self.can_merge = bool(getattr(model, "merges_decode_steps", False))
+        self.encoder_states = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        self.encoder_mask = mask
+
+    def forward(self, padded: bool) -> Any:
+        return self.model(encoder_outputs=SimpleNamespace(last_hidden_state=self.encoder_states),
+                          attention_mask=self.encoder_mask, decoder_input_ids=self.pending,
+                          decoder_attention_mask=self.self_mask if padded else None,
+                          past_key_values=self.past, use_cache=True)
+
+    def select_inputs(self, index: torch.Tensor) -> None:
+        self.encoder_states = self.encoder_states.index_select(0, index)
+        self.encoder_mask = self.encoder_mask.index_select(0, index)
+
+    def trim_inputs(self) -> None:
+        width = int(self.encoder_mask.sum(dim=1).max())  # encoder columns some row still uses
+        if width == self.encoder_mask.shape[1]:
+            return
+        self.encoder_states, self.encoder_mask = self.encoder_states[:, :width], self.encoder_mask[:, :width]
+        if self.past is not None:
+            self.past = tuple((k, v, ck[:, :, :width], cv[:, :, :width], *rest) for k, v, ck, cv, *rest in self.past)
+
+    def join_inputs(self, other: "EncoderDecoderSteps") -> None:
+        width = max(self.encoder_mask.shape[1], other.encoder_mask.shape[1])
+        for steps in (self, other):
+            steps.past = tuple((k, v, _pad_end(ck, 2, width), _pad_end(cv, 2, width), *rest)
+                               for k, v, ck, cv, *rest in steps.past)
+        self.encoder_states = torch.cat((_pad_end(self.encoder_states, 2, width),
+                                         _pad_end(other.encoder_states, 2, width)))
+        self.encoder_mask = torch.cat((_pad_end(self.encoder_mask, 1, width), _pad_end(other.encoder_mask, 1, width)))
+
+
+class DecoderOnlySteps(StepRows):
+    """Rows of a decoder-only model being decoded together (see the module docstring): the
+    prompts, left-padded, run at the first step; the cache per layer is (key, value)."""
+
+    can_merge = True  # positions come from the mask: left padding shifts none
+
+    def __init__(self, model: Any, input_ids: list[list[int]]):
+        for i, row in enumerate(input_ids):
+            if not row:
+                raise ConfigError(f"input_ids: row {i} is an empty prompt; give at least one token")
+        pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0  # masked: any id will do
+        device = next(model.parameters()).device
+        width = max(len(ids) for ids in input_ids)
+        ids = torch.full((len(input_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(input_ids), width), dtype=torch.long)
+        for i, row in enumerate(input_ids):
+            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row):] = 1
+        super().__init__(model, [list(row) for row in input_ids], ids.to(device), mask.to(device))
+
+    def forward(self, padded: bool) -> Any:
+        count = self.pending.shape[1]
+        positions = (self.self_mask.cumsum(dim=1) - 1).masked_fill(self.self_mask == 0, 0)[:, -count:]
+        return self.model(input_ids=self.pending, attention_mask=self.self_mask if padded else None,
+                          position_ids=positions, past_key_values=self.past, use_cache=True, logits_to_keep=1)

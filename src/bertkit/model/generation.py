@@ -175,21 +175,31 @@ def is_encoder_decoder(model: Any) -> bool:
 class GenerationMixin:
     """`generate` for an encoder-decoder or a decoder-only model (see the module docstring),
     and `decode_steps`: the same decoding one step at a time over rows that come and go
-    (a server's continuous batching, bertkit.model.decoding)."""
+    (a server's continuous batching, bertkit.model.decoding), each row's settings from
+    `resolve_decoding`."""
 
-    merges_decode_steps = False  # True: rows of different decoder lengths may share a step (relative positions)
-
-    @property
-    def can_decode_steps(self) -> bool:
-        """Whether `decode_steps` serves this model: encoder-decoders (a decoder-only model's
-        prompt and cache share one sequence, which the step interface does not yet join)."""
-        return is_encoder_decoder(self)
+    merges_decode_steps = False  # True: an encoder-decoder's rows of different lengths may share a step (relative positions)
 
     def decode_steps(self, input_ids: list[list[int]]):
-        """An `EncoderDecoderSteps` over these inputs (the encoder runs now)."""
-        from bertkit.model.decoding import EncoderDecoderSteps
+        """These inputs' rows, decoded one step at a time (bertkit.model.decoding): an
+        `EncoderDecoderSteps` (the encoder runs now) or a `DecoderOnlySteps` (the prompts
+        run at the first step)."""
+        from bertkit.model.decoding import DecoderOnlySteps, EncoderDecoderSteps
 
-        return EncoderDecoderSteps(self, input_ids)
+        return (EncoderDecoderSteps if is_encoder_decoder(self) else DecoderOnlySteps)(self, input_ids)
+
+    def resolve_decoding(self, input_ids: list[int], **options: Any) -> tuple[list[int], GenerationSettings]:
+        """One input's ids and settings as `generate` resolves them for that input alone (the
+        rows of `decode_steps`): an encoder-decoder's ids as given (prompt_length 1: the start
+        token); a decoder-only model's prompt cut from the left, with `generate`'s warning,
+        so that it and max_new_tokens fit `config.position_limit` (prompt_length: what is left)."""
+        if is_encoder_decoder(self):
+            return list(input_ids), resolve_settings(self.config, 1, **options)
+        prompt = torch.tensor([input_ids], dtype=torch.long)
+        settings = resolve_settings(self.config, prompt.shape[1], encoder_decoder=False, **options)
+        prompt, _, settings = fit_context(prompt, torch.ones_like(prompt, dtype=torch.bool), settings,
+                                          getattr(self.config, "position_limit", None))
+        return prompt[0].tolist(), settings
 
     @torch.no_grad()
     def generate(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None, *,

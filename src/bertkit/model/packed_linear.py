@@ -31,11 +31,14 @@ _ONEDNN = {"usable": True}  # False after a failure: the plain path from then on
 
 
 @contextmanager
-def packed_weights() -> Iterator[None]:
+def packed_weights(cache: dict | None = None) -> Iterator[None]:
     """Within: `linear` / `packed_matmul` multiply by packed copies of the weights, made on
-    second use and dropped at exit. The weights must not change inside. Nested: one cache."""
+    second use and dropped at exit. The weights must not change inside. Nested: one cache.
+    `cache` (a dict the caller keeps, empty at first): the copies are kept in it and used
+    again by the next context given it — for weights that never change between the
+    contexts (a server's model: bertkit.serving.generation)."""
     previous = getattr(_STATE, "cache", None)
-    _STATE.cache = {} if previous is None else previous
+    _STATE.cache = previous if previous is not None else ({} if cache is None else cache)
     try:
         yield
     finally:

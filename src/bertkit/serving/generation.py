@@ -1,28 +1,30 @@
 """Generation served with continuous batching: `DecodeLoop`, run by the batching worker.
 
-Each generation request is one `GenerationJob` (its prompt's token ids, its resolved
-`generate` settings, seed, stop strings, and `emit`: a thread-safe function that hands an
-event to the waiting coroutine). The worker thread (bertkit.serving.batching) admits
-queued requests between decoding steps — `admit` runs their encoder and first decoding
-step together, then their rows join the running batch — and calls `step` while any row
-runs: one model call for every running row (the model's `decode_steps`,
-bertkit.model.decoding), then each row's own logits rules and choice, exactly as
-`generate`'s greedy/sampling loop does for one input (bertkit.model.generation), so a
-request's text is `bertkit generate`'s for the same settings. A row leaves when it ends
-(EOS, max_new_tokens, a stop string) or its client went away (`cancelled`): its slot is
-free at the next step.
+Each generation request is one `GenerationJob` (its prompt's token ids and its `generate`
+settings, both as the model's `resolve_decoding` gives them for that prompt alone, seed, stop
+strings, and `emit`: a thread-safe function that hands an event to the waiting coroutine).
+The worker thread (bertkit.serving.batching) admits queued requests between decoding steps
+— `admit` starts their rows together (the model's `decode_steps`, bertkit.model.decoding:
+an encoder-decoder's encoder, a decoder-only model's prompts left-padded) and runs their
+first decoding step, then their rows join the running batch — and calls `step` while any
+row runs: one model call for every running row, then each row's own logits rules and
+choice, exactly as `generate`'s greedy/sampling loop does for one input
+(bertkit.model.generation), so a request's text is `bertkit generate`'s for the same
+settings. A row leaves when it ends (EOS, max_new_tokens, a stop string) or its client
+went away (`cancelled`): its slot is free at the next step.
 
-The decoding steps of a running batch run inside one `packed_weights()` context
-(bertkit.model.packed_linear: oneDNN's packed copies of the weights, made on second use),
-entered when the batch starts and left when it empties, as `generate` runs its whole
-loop inside one; encoders run outside it (`plain_weights`), as in `generate`.
+The decoding steps run inside `packed_weights()` (bertkit.model.packed_linear: oneDNN's
+packed copies of the weights, made on second use) with one cache kept for the server's
+life, since a served model's weights never change: a batch that starts after the last one
+emptied (every request of a lone client) does not pack the weights again. Encoders run
+outside it (`plain_weights`), as in `generate`, and so do other tasks' batches between
+steps.
 
 Admission (`room`): the running rows' cost (prompt tokens + max_new_tokens each) stays
 within max_batch_tokens and their count within max_batch_requests. A model whose decode
-steps cannot merge rows of different lengths (absolute decoder positions) admits new
-requests only when no row runs — requests that arrive together still share every step. A
-model that cannot decode in steps (`can_decode_steps` false: the decoder-only families today)
-is run through its `generate`, one request at a time, and its tokens are sent when it ends.
+steps cannot merge rows of different lengths (an encoder-decoder with absolute decoder
+positions) admits new requests only when no row runs — requests that arrive together
+still share every step.
 
 Events: {"type": "token", "token": {"id", "text", "logprob", "special"}} per new token,
 then {"type": "end", "generated_text", "finish_reason" ("length", "eos_token",
@@ -34,12 +36,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import torch
 
-from bertkit.inference.generation import visible_text
+from bertkit.inference.generation import generated_text
 from bertkit.inference.loading import LoadedModel
 from bertkit.model.generation import GenerationSettings, process_scores
 from bertkit.model.packed_linear import packed_weights, plain_weights
@@ -68,7 +69,6 @@ class _Row:
     job: GenerationJob
     generator: torch.Generator | None
     eos_ids: torch.Tensor
-    start: int
     new: list[int] = field(default_factory=list)
     tokens: list[dict] = field(default_factory=list)
     text: str = ""
@@ -83,8 +83,7 @@ class DecodeLoop:
         self.max_batch_requests = max_batch_requests
         self.steps = None
         self.rows: list[_Row] = []
-        self.stepwise = bool(getattr(loaded.model, "can_decode_steps", False))
-        self._packing: ExitStack | None = None  # the running batch's packed_weights() context
+        self._packed: dict = {}  # the decoding steps' packed weights, kept between batches
 
     @property
     def active(self) -> bool:
@@ -114,32 +113,26 @@ class DecodeLoop:
         requests = [request for request in requests if not request.cancelled]  # left while queued
         if not requests:
             return
-        if not self.stepwise:
-            for request in requests:
-                self._generate_whole(request)
-            return
         model = self.loaded.model
         model.eval()
         with torch.inference_mode():
             with plain_weights():
                 steps = model.decode_steps([request.input_ids for request in requests])
-            rows = [self._row(request, steps.tokens(i)[0]) for i, request in enumerate(requests)]
-            self._pack()
-            self._advance(steps, rows)
+            rows = [self._row(request) for request in requests]
+            with packed_weights(self._packed):
+                self._advance(steps, rows)
         if rows:
             if self.steps is None:
                 self.steps = steps
             else:
                 self.steps.merge(steps)
             self.rows += rows
-        elif not self.rows:
-            self._unpack()
 
-    def _row(self, request: GenerationJob, start: int) -> _Row:
+    def _row(self, request: GenerationJob) -> _Row:
         device = next(self.loaded.model.parameters()).device
         generator = None if request.seed is None else torch.Generator(device).manual_seed(request.seed)
         eos = torch.tensor(request.settings.eos_token_ids, dtype=torch.long, device=device)
-        return _Row(request, generator, eos, start)
+        return _Row(request, generator, eos)
 
     # ------------------------------------------------------------------ decoding
 
@@ -148,11 +141,10 @@ class DecodeLoop:
         with torch.inference_mode():
             self._drop([i for i, row in enumerate(self.rows) if row.job.cancelled], self.steps, self.rows)
             if self.rows:
-                self._pack()
-                self._advance(self.steps, self.rows)
+                with packed_weights(self._packed):
+                    self._advance(self.steps, self.rows)
             if not self.rows:
                 self.steps = None
-                self._unpack()
 
     def fail(self, error: BaseException) -> None:
         """A step failed (a bug): every running request gets the error; the batch is dropped."""
@@ -160,32 +152,24 @@ class DecodeLoop:
         for row in self.rows:
             row.job.emit({"type": "error", "error": error})
         self.rows, self.steps = [], None
-        self._unpack()
-
-    def _pack(self) -> None:
-        if self._packing is None:
-            self._packing = ExitStack()
-            self._packing.enter_context(packed_weights())
-
-    def _unpack(self) -> None:
-        if self._packing is not None:
-            self._packing.close()
-            self._packing = None
 
     def _advance(self, steps, rows: list[_Row]) -> None:
         """Run one step of `steps` (its rows: `rows`), choose, emit, and drop the rows that ended."""
         scores = steps.next_logits()
-        chosen, logprobs = [], []
+        processed = scores  # (N, V): each row's scores after its own rules (a copy once a rule changes one)
         for i, row in enumerate(rows):
             history = torch.tensor([steps.tokens(i)], dtype=torch.long, device=scores.device)
-            row_scores = process_scores(scores[i:i + 1], history, None, row.job.settings, row.eos_ids, 1)
-            if row.job.settings.do_sample:
-                token = torch.multinomial(row_scores.softmax(dim=-1), 1, generator=row.generator).view(1)
-            else:
-                token = row_scores.argmax(dim=-1)
-            chosen.append(token)
-            logprobs.append(float(row_scores.log_softmax(dim=-1)[0, token]))
-        chosen = torch.cat(chosen)
+            own = scores[i:i + 1]
+            ruled = process_scores(own, history, None, row.job.settings, row.eos_ids, 1)
+            if ruled is not own:
+                if processed is scores:
+                    processed = scores.clone()
+                processed[i] = ruled[0]
+        chosen = processed.argmax(dim=-1)  # the greedy rows' choice, in one call
+        for i, row in enumerate(rows):
+            if row.job.settings.do_sample:  # each row draws from its own generator, as `generate` for one input
+                chosen[i] = torch.multinomial(processed[i:i + 1].softmax(dim=-1), 1, generator=row.generator)[0, 0]
+        logprobs = processed.log_softmax(dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
         steps.append(chosen)
         ended = []
         for i, (row, token, logprob) in enumerate(zip(rows, chosen.tolist(), logprobs)):
@@ -199,7 +183,7 @@ class DecodeLoop:
         """Record and emit one token; the finish reason when the row ends with it."""
         row.new.append(token)
         special = token in row.job.settings.eos_token_ids or token in self.loaded.tokenizer.all_special_ids
-        text = visible_text(self.loaded, [row.start, *row.new])
+        text = generated_text(self.loaded, row.new)
         piece = text[len(row.text):] if text.startswith(row.text) else text
         row.text = text
         entry = {"id": token, "text": "" if special and not piece else piece, "logprob": logprob, "special": special}
@@ -226,31 +210,3 @@ class DecodeLoop:
         keep = [i for i in range(len(rows)) if i not in gone]
         steps.keep(keep)
         rows[:] = [rows[i] for i in keep]
-
-    # ------------------------------------------------------------------ models without decode_steps
-
-    def _generate_whole(self, request: GenerationJob) -> None:
-        """The model's own `generate` for one request; its tokens are emitted when it ends."""
-        import dataclasses
-
-        model = self.loaded.model
-        settings = dataclasses.asdict(request.settings)
-        # generate's own arguments (the prompt's length and start token are generate's to work out)
-        options = {name: settings[name] for name in (
-            "max_new_tokens", "min_new_tokens", "do_sample", "temperature", "top_k", "top_p", "repetition_penalty",
-            "no_repeat_ngram_size", "pad_token_id")}
-        options["eos_token_id"] = list(settings["eos_token_ids"]) or None
-        ids = torch.tensor([request.input_ids], dtype=torch.long, device=next(model.parameters()).device)
-        model.eval()
-        with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), seed=request.seed,
-                                 return_dict_in_generate=True, **options)
-        # the row's text is decoded after a special token (skipped), as an encoder-decoder's start token is
-        row = self._row(request, request.settings.fill_token_id)
-        new_tokens = out.sequences[0, out.prompt_length:]
-        reason = None
-        for token in new_tokens.tolist():
-            reason = self._take(row, token, 0.0)
-            if reason is not None:
-                break
-        self._finish(row, reason or "length")

@@ -148,10 +148,16 @@ class ServedModel:
 
     @property
     def generate_limit(self) -> int:
-        """Prompt tokens a generation request keeps (`generate`'s max_source_length default)."""
+        """Prompt tokens a generation request keeps, as `generate` by default: an encoder-decoder's
+        first 512 (max_source_length); a decoder-only model's last ones that fit its context with
+        max_new_tokens (at most the context)."""
         from bertkit.inference.generation import DEFAULT_MAX_SOURCE_LENGTH
+        from bertkit.model.generation import is_encoder_decoder
 
-        return DEFAULT_MAX_SOURCE_LENGTH
+        model = self.generator.model
+        if is_encoder_decoder(model):
+            return DEFAULT_MAX_SOURCE_LENGTH
+        return model.config.position_limit or DEFAULT_MAX_SOURCE_LENGTH
 
     @property
     def serves(self) -> str:

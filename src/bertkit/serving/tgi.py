@@ -81,14 +81,14 @@ def generate_options(parameters: dict) -> tuple[dict[str, Any], int | None, tupl
 async def submit(state, text: str, options: dict, seed: int | None, stop: tuple[str, ...]
                  ) -> tuple[GenerationJob, asyncio.Queue]:
     """Queue one generation of `text`: (its job, the queue its events arrive on)."""
-    from bertkit.model.generation import resolve_settings
+    from bertkit.inference.generation import encode_prompts
 
     served = state.served
     if not isinstance(text, str) or not text.strip():
         raise invalid("inputs: expected a non-empty text")
-    input_ids = served.tokenizer(text, truncation=True, max_length=served.generate_limit)["input_ids"]
-    try:
-        settings = resolve_settings(served.generator.config, **options)
+    try:  # the prompt and settings `generate` would use for this text alone
+        input_ids, settings = served.generator.model.resolve_decoding(
+            encode_prompts(served.generator, [text])[0], **options)
     except BertkitError as exc:
         raise invalid(str(exc)) from None
     loop = asyncio.get_running_loop()
