@@ -73,12 +73,16 @@ def resolve_model_arguments(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bertkit.parallel import prefer_passive_waiting
+    from bertkit.parallel import LATENCY_BOUND_COMMANDS, prefer_passive_waiting
 
     command = (sys.argv[1:] if argv is None else argv)[:1]
-    prefer_passive_waiting(command[0] if command else None)  # before anything loads torch (OpenMP reads it then)
+    name = command[0] if command else None
+    if name not in LATENCY_BOUND_COMMANDS:
+        prefer_passive_waiting(name)  # before anything loads torch (OpenMP reads it then): pretrain's parser does
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    if name in LATENCY_BOUND_COMMANDS:  # its parser loads no torch; the policy depends on what it serves
+        prefer_passive_waiting(name, getattr(args, "model", None))
     if unknown:  # named by the sub-command that was given them, whose --help lists what it takes
         command_parser(parser, sys.argv[1:] if argv is None else argv).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):

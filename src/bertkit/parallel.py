@@ -74,17 +74,38 @@ def default_threads() -> int:
 # Commands whose OpenMP threads keep OpenMP's own policy (spin a little, then sleep): a
 # server answering one small request at a time, where a passive wait (a futex wake-up for
 # every parallel region) made a one-request MiniLM /embed ~5 ms slower (~19 ms, not ~14).
+# A server of a generator waits passively all the same: its decoding loop and its HTTP thread
+# take turns at every token, and spinning threads kept the HTTP thread off the cores (one
+# streaming client on a busy 2-core machine: 15.8 tokens/s spinning, 62.5 passive).
 LATENCY_BOUND_COMMANDS = frozenset({"serve"})
+GENERATOR_ARCHITECTURES = ("LMHeadModel", "ForConditionalGeneration", "ForCausalLM", "DoubleHeadsModel")
 
 
-def prefer_passive_waiting(command: str | None = None) -> None:
+def prefer_passive_waiting(command: str | None = None, model_dir: str | None = None) -> None:
     """OpenMP threads that wait passively (OMP_WAIT_POLICY=PASSIVE, unless the user set a
-    policy or `command` is latency-bound): a waiting thread that spins takes a core from the
-    other jobs of a busy machine and from this run's own threads (docs/benchmarks.md, "busy
-    machine"). OpenMP reads the variable when torch loads, so this runs first thing in
-    `bertkit` (cli.main), before parsing (`pretrain`'s parser loads torch)."""
-    if command not in LATENCY_BOUND_COMMANDS:
+    policy or `command` is latency-bound and does not serve a generator from `model_dir`): a
+    waiting thread that spins takes a core from the other jobs of a busy machine and from this
+    run's own threads (docs/benchmarks.md, "busy machine"). OpenMP reads the variable when
+    torch loads, so this runs in `bertkit` (cli.main) before anything loads torch."""
+    if command not in LATENCY_BOUND_COMMANDS or model_generates_text(model_dir):
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def model_generates_text(model_dir: str | None) -> bool:
+    """Whether the checkpoint folder's config.json names a text generator (an encoder-decoder,
+    or a class with a language-model head), read without torch; False where it cannot tell."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (TypeError, OSError, ValueError):
+        return False
+    if not isinstance(config, dict):
+        return False
+    architectures = config.get("architectures") or []
+    return bool(config.get("is_encoder_decoder")) or any(
+        isinstance(name, str) and name.endswith(GENERATOR_ARCHITECTURES) for name in architectures)
 
 
 def apply_thread_policy(threads: int | None) -> int:

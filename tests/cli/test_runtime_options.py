@@ -156,3 +156,23 @@ def test_serve_command_leaves_the_wait_policy_alone():
     out = subprocess.run([sys.executable, "-c", probe, "serve", "--model", "m", "--threads", "2"], env=env,
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == ["unset"]
+
+
+@pytest.mark.parametrize("config, expected", [
+    ({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}, "PASSIVE"),
+    ({"architectures": ["T5ForConditionalGeneration"], "is_encoder_decoder": True}, "PASSIVE"),
+    ({"architectures": ["GPT2ForSequenceClassification"]}, "unset"),
+    ({"architectures": ["BertModel"]}, "unset"),
+])
+def test_serving_a_generator_waits_passively(tmp_path, config, expected):
+    """A generator's decoding loop and HTTP thread take turns every token: spinning OpenMP
+    threads starved the HTTP thread on a busy machine, so its server waits passively."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    probe = ("import os, sys, bertkit.commands.serve as s\n"
+             "s.run = lambda args: print(os.environ.get('OMP_WAIT_POLICY', 'unset')) or 0\n"
+             "from bertkit import cli\n"
+             "sys.exit(cli.main(sys.argv[1:]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", probe, "serve", "--model", str(tmp_path)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == [expected]
