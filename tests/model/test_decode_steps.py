@@ -1,8 +1,9 @@
 """`decode_steps` (bertkit.model.decoding): rows decoded together while they come and go —
 a row joining a running batch (its caches left-padded to the others' length), rows
-leaving it — get the tokens `generate` gives each input alone: T5 (an encoder-decoder),
+leaving it — get the tokens `generate` gives each input alone: T5 (an encoder-decoder,
+relative positions), BART (an encoder-decoder with absolute positions, given per row),
 GPT-2 and GPT-1 (decoder-only: prompts of different lengths prefilled left-padded, then
-merged into the running batch), the decoders also against transformers' `generate`."""
+merged into the running batch), BART and the decoders also against transformers' `generate`."""
 
 from __future__ import annotations
 
@@ -26,13 +27,22 @@ def model():
     return model
 
 
-def alone(model, ids, steps):
-    out = model.generate(input_ids=torch.tensor([ids]), max_new_tokens=steps, eos_token_id=[])  # no EOS: `steps` tokens
+def alone(model, ids, steps, **options):
+    out = model.generate(input_ids=torch.tensor([ids]), max_new_tokens=steps, eos_token_id=[],  # no EOS: `steps` tokens
+                         **options)
     return out[0].tolist()
 
 
 def greedy(steps_object):
     steps_object.append(steps_object.next_logits().argmax(dim=-1))
+
+
+def greedy_unrepeated(steps_object):
+    """Greedy over the tokens each row has not had yet (`generate`'s no_repeat_ngram_size=1)."""
+    scores = steps_object.next_logits()
+    for i in range(steps_object.rows):
+        scores[i, steps_object.tokens(i)] = float("-inf")
+    steps_object.append(scores.argmax(dim=-1))
 
 
 def test_rows_that_join_and_leave_get_their_own_tokens(model):
@@ -42,24 +52,24 @@ def test_rows_that_join_and_leave_get_their_own_tokens(model):
     assert histories[2] == alone(model, INPUTS[3], 6)
 
 
-def join_leave_join(model, inputs):
+def join_leave_join(model, inputs, choose=greedy):
     """inputs[0] runs 3 steps; inputs[1:3] join; 4 steps; the second row leaves; inputs[3] joins;
     5 steps -> the histories of the rows left: inputs 2, 0, 3 after 10, 12 and 6 new tokens."""
     with torch.inference_mode(), packed_weights():
         running = model.decode_steps([inputs[0]])
         for _ in range(3):
-            greedy(running)
+            choose(running)
         joining = model.decode_steps(inputs[1:3])  # join after three steps: their caches are shorter
-        greedy(joining)
+        choose(joining)
         running.merge(joining)
         for _ in range(4):
-            greedy(running)
+            choose(running)
         running.keep([2, 0])  # row 1 leaves; the others go on, reordered
         late = model.decode_steps([inputs[3]])
-        greedy(late)
+        choose(late)
         running.merge(late)
         for _ in range(5):
-            greedy(running)
+            choose(running)
         return [running.tokens(i) for i in range(running.rows)]
 
 
@@ -68,6 +78,63 @@ def test_a_model_with_absolute_positions_does_not_merge(model):
     steps.can_merge = False  # what GenerationMixin's default (merges_decode_steps = False) gives
     with pytest.raises(ValueError, match="cannot merge"):
         steps.merge(model.decode_steps([INPUTS[1]]))
+
+
+# ---------------------------------------------------------------------------- BART: absolute positions
+
+@pytest.fixture(scope="module")
+def bart(tmp_path_factory):
+    """(bertkit model, transformers model): a tiny random BART, the same weights."""
+    import bertkit
+
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.BartConfig(vocab_size=40, d_model=16, encoder_layers=2, decoder_layers=2,
+                                     encoder_ffn_dim=32, decoder_ffn_dim=32, encoder_attention_heads=4,
+                                     decoder_attention_heads=4, max_position_embeddings=40, dropout=0.0,
+                                     forced_eos_token_id=None)  # no forced EOS at max_length: raw argmax throughout
+    reference = transformers.BartForConditionalGeneration(config).eval()
+    with torch.no_grad():  # the layer norms kept as they are: random ones make every input's output alike
+        for name, parameter in reference.named_parameters():
+            if "norm" not in name:
+                parameter.normal_(0.0, 0.6)
+    directory = tmp_path_factory.mktemp("bart")
+    reference.save_pretrained(directory)
+    return bertkit.BartForConditionalGeneration.from_pretrained(directory).eval(), reference
+
+
+def test_bart_rows_that_join_and_leave_get_their_own_tokens(bart):
+    model, reference = bart
+    assert model.decode_steps([INPUTS[0]]).can_merge  # its decoder takes each row's positions
+    histories = join_leave_join(model, INPUTS, greedy_unrepeated)  # unrepeated: BART's greedy loops on one token
+    for history, (index, new) in zip(histories, [(2, 10), (0, 12), (3, 6)]):
+        assert history == alone(model, INPUTS[index], new, no_repeat_ngram_size=1)  # the start token, the new ones
+        with torch.no_grad():  # transformers' generate, greedy, on the input alone
+            theirs = reference.generate(torch.tensor([INPUTS[index]]), max_new_tokens=new, min_new_tokens=new,
+                                        do_sample=False, num_beams=1, no_repeat_ngram_size=1)
+        assert history == theirs[0].tolist()
+
+
+def test_bart_left_padded_rows_take_their_own_positions(bart):
+    """Rows whose caches are left-padded to the longest differ from the unpadded call only in the
+    positions they are given: with the cache's positions instead, a late row's scores change."""
+    model, _ = bart
+    with torch.inference_mode(), packed_weights():
+        running = model.decode_steps([INPUTS[0]])
+        for _ in range(3):
+            greedy(running)
+        late = model.decode_steps([INPUTS[1]])
+        greedy(late)
+        alone_scores = late.next_logits()[0]  # its second step, unpadded
+        late = model.decode_steps([INPUTS[1]])
+        greedy(late)
+        running.merge(late)  # its cache left-padded by two
+        running.takes_positions = False  # the cache's positions instead: the late row's shift by its padding
+        shifted = running.forward(True).logits[1, -1].float()
+        running.takes_positions = True
+        merged = running.next_logits()[1]
+    torch.testing.assert_close(merged, alone_scores, rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(shifted, alone_scores, rtol=1e-3, atol=1e-3)
 
 
 # ---------------------------------------------------------------------------- decoder-only models

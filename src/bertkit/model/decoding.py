@@ -23,11 +23,13 @@ they were:
 - an encoder-decoder (`EncoderDecoderSteps`): the encoder runs once at the start; the
   decoder starts from its start token; per layer the cache also holds the cross-attention
   (key, value) over the encoder states, which are right-padded to a common length and
-  masked by the encoder attention mask. Its decoder positions are implicit, so merging is
-  exact only when they are relative (T5's bucketed bias depends on query - key, which left
-  padding leaves unchanged): `can_merge` is the model class's `merges_decode_steps`
-  (False by default; BART's absolute positions would shift). Without it, rows only leave a
-  batch, and new rows wait for a fresh one.
+  masked by the encoder attention mask. `can_merge` is the model class's
+  `merges_decode_steps`: True when left padding shifts no decoder position — relative
+  positions (T5's bucketed bias depends on query - key, which left padding leaves
+  unchanged), or absolute ones the model takes per row (`takes_decoder_position_ids`, as
+  BART's learned positions: every step then passes `decoder_position_ids` counted from
+  each row's first real token, the self-attention mask's cumulative sum). Without it,
+  rows only leave a batch, and new rows wait for a fresh one.
 - a decoder-only model (`DecoderOnlySteps`): each row's prompt runs at the first step
   (left-padded to the longest, as `generate` pads a batch), and every step passes position
   ids counted from each row's first real token (the attention mask's cumulative sum, as
@@ -81,6 +83,12 @@ class StepRows:
         """The model on `pending` after `past` -> output with `logits` (N, n or 1, V) and
         `past_key_values`; `padded`: some row has padding (the mask is needed)."""
         raise NotImplementedError
+
+    def positions(self) -> torch.Tensor:
+        """(N, n) long: the pending tokens' positions, counted from each row's first real token
+        (the mask's cumulative sum), so left padding shifts none."""
+        count = self.pending.shape[1]
+        return (self.self_mask.cumsum(dim=1) - 1).masked_fill(self.self_mask == 0, 0)[:, -count:]
 
     def next_logits(self) -> torch.Tensor:
         """(N, V) float32 scores of each row's next token."""
@@ -165,14 +173,16 @@ class EncoderDecoderSteps(StepRows):
                          torch.full((len(input_ids), 1), start, dtype=torch.long, device=device),
                          torch.ones((len(input_ids), 1), dtype=torch.long, device=device))
         self.can_merge = bool(getattr(model, "merges_decode_steps", False))
+        self.takes_positions = bool(getattr(model, "takes_decoder_position_ids", False))
         self.encoder_states = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
         self.encoder_mask = mask
 
     def forward(self, padded: bool) -> Any:
+        positions = {"decoder_position_ids": self.positions()} if self.takes_positions and padded else {}
         return self.model(encoder_outputs=SimpleNamespace(last_hidden_state=self.encoder_states),
                           attention_mask=self.encoder_mask, decoder_input_ids=self.pending,
                           decoder_attention_mask=self.self_mask if padded else None,
-                          past_key_values=self.past, use_cache=True)
+                          past_key_values=self.past, use_cache=True, **positions)
 
     def select_inputs(self, index: torch.Tensor) -> None:
         self.encoder_states = self.encoder_states.index_select(0, index)
@@ -217,7 +227,5 @@ class DecoderOnlySteps(StepRows):
         super().__init__(model, [list(row) for row in input_ids], ids.to(device), mask.to(device))
 
     def forward(self, padded: bool) -> Any:
-        count = self.pending.shape[1]
-        positions = (self.self_mask.cumsum(dim=1) - 1).masked_fill(self.self_mask == 0, 0)[:, -count:]
         return self.model(input_ids=self.pending, attention_mask=self.self_mask if padded else None,
-                          position_ids=positions, past_key_values=self.past, use_cache=True, logits_to_keep=1)
+                          position_ids=self.positions(), past_key_values=self.past, use_cache=True, logits_to_keep=1)

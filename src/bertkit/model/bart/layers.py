@@ -58,13 +58,16 @@ class BartLearnedPositionalEmbedding(nn.Embedding):
         self.offset = POSITION_OFFSET
         super().__init__(num_embeddings + POSITION_OFFSET, embedding_dim)
 
-    def forward(self, length: int, past_length: int = 0) -> torch.Tensor:
-        """(length, d_model): positions past_length .. past_length + length - 1."""
-        if past_length + length > self.num_embeddings - self.offset:
-            raise ValueError(f"{past_length + length} positions, but the model has "
+    def forward(self, length: int, past_length: int = 0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """(length, d_model): positions past_length .. past_length + length - 1; or, given
+        `position_ids` (B, length), each row's own positions: (B, length, d_model)."""
+        last = past_length + length if position_ids is None else int(position_ids.max()) + 1
+        if last > self.num_embeddings - self.offset:
+            raise ValueError(f"{last} positions, but the model has "
                              f"max_position_embeddings {self.num_embeddings - self.offset}")
-        positions = torch.arange(past_length, past_length + length, device=self.weight.device)
-        return super().forward(positions + self.offset)
+        if position_ids is None:
+            position_ids = torch.arange(past_length, past_length + length, device=self.weight.device)
+        return super().forward(position_ids + self.offset)
 
 
 class BartAttention(nn.Module):
@@ -205,13 +208,14 @@ class _Stack(nn.Module):
         return super().__getattr__(name)
 
     def embed(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
-              past_length: int = 0) -> torch.Tensor:
-        """dropout(layernorm_embedding(tokens * scale + positions)): (B, T, d_model)."""
+              past_length: int = 0, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """dropout(layernorm_embedding(tokens * scale + positions)): (B, T, d_model); the
+        positions follow the cache (past_length) unless `position_ids` (B, T) are given."""
         if inputs_embeds is None:
             if input_ids is None:
                 raise ValueError("input_ids or inputs_embeds is required")
             inputs_embeds = self.embed_tokens(input_ids)
-        positions = self.embed_positions(inputs_embeds.shape[1], past_length)  # (T, d_model)
+        positions = self.embed_positions(inputs_embeds.shape[1], past_length, position_ids)  # (T or B, T, d_model)
         return self.dropout(self.layernorm_embedding(inputs_embeds + positions))
 
 
@@ -273,13 +277,16 @@ class BartDecoder(_Stack):
                 encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
                 past_key_values: tuple[LayerCache, ...] | None = None, use_cache: bool = False,
                 output_hidden_states: bool = False, inputs_embeds: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, tuple[LayerCache, ...] | None, tuple[torch.Tensor, ...] | None]:
         """input_ids (B, T) (or inputs_embeds); attention_mask (B, Tp + T) or (B, T), 1 = real;
-        encoder_hidden_states (B, S, d_model) and encoder_attention_mask (B, S).
-        Returns (B, T, d_model), the cache (use_cache) and, when asked, the hidden states:
-        the embeddings' output, then each layer's (L + 1 tensors)."""
+        encoder_hidden_states (B, S, d_model) and encoder_attention_mask (B, S); position_ids
+        (B, T): the new tokens' positions (default: Tp .. Tp + T - 1; rows whose caches are
+        left-padded to a common length give their own). Returns (B, T, d_model), the cache
+        (use_cache) and, when asked, the hidden states: the embeddings' output, then each
+        layer's (L + 1 tensors)."""
         past_length = past_key_values[0][0].shape[2] if past_key_values is not None else 0
-        hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length, position_ids)
         dtype = _mask_dtype(hidden_states)
         mask, is_causal = self.self_attention_mask(attention_mask, hidden_states.shape[1], past_length, dtype,
                                                    hidden_states.device)

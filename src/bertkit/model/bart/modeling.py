@@ -128,11 +128,13 @@ class BartModel(BartPreTrainedModel):
         encoder_outputs: Any = None, past_key_values: tuple[LayerCache, ...] | None = None,
         inputs_embeds: torch.Tensor | None = None, decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None, output_hidden_states: bool = False, return_dict: bool = True,
-        cache: tuple[LayerCache, ...] | None = None,
+        cache: tuple[LayerCache, ...] | None = None, decoder_position_ids: torch.Tensor | None = None,
     ) -> Seq2SeqModelOutput:
         """input_ids / attention_mask (B, S); decoder_input_ids / decoder_attention_mask (B, T)
         (1 = real token; default: input_ids shifted right); `encoder_outputs` skips the
-        encoder; `past_key_values` (transformers 5: `cache`) the decoder's earlier steps.
+        encoder; `past_key_values` (transformers 5: `cache`) the decoder's earlier steps;
+        `decoder_position_ids` (B, T) the decoder tokens' positions (default: counted from the
+        cache's length; bertkit's own, for rows with left-padded caches: decode_steps).
         -> Seq2SeqModelOutput (last_hidden_state (B, T, d_model), ...)."""
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             if input_ids is None:
@@ -147,6 +149,7 @@ class BartModel(BartPreTrainedModel):
             decoder_input_ids, decoder_attention_mask, encoder_hidden, attention_mask,
             past_key_values if past_key_values is not None else cache, use_cache=bool(use_cache),
             output_hidden_states=output_hidden_states, inputs_embeds=decoder_inputs_embeds,
+            position_ids=decoder_position_ids,
         )
         return Seq2SeqModelOutput(last_hidden_state=hidden, past_key_values=new_cache, decoder_hidden_states=decoder_all,
                                   encoder_last_hidden_state=encoder_hidden, encoder_hidden_states=encoder_all)
@@ -170,6 +173,9 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
     (mean CE over labels != -100) and, without decoder_input_ids, the decoder inputs."""
 
     optional_prefixes = ("final_logits_bias", "lm_head.")
+    # absolute decoder positions, but given per row (decoder_position_ids): rows with left-padded caches merge
+    takes_decoder_position_ids = True
+    merges_decode_steps = True
 
     def __init__(self, config: BartConfig):
         BartPreTrainedModel.__init__(self, config)
@@ -195,6 +201,7 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
         inputs_embeds: torch.Tensor | None = None, decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None, use_cache: bool | None = None, output_hidden_states: bool = False,
         return_dict: bool = True, cache: tuple[LayerCache, ...] | None = None,
+        decoder_position_ids: torch.Tensor | None = None,
     ) -> Seq2SeqLMOutput:
         """As BartModel.forward, plus labels (B, T) target ids (-100 = ignored) -> loss.
         logits: (B, T, V) float."""
@@ -205,7 +212,8 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
                                                        self.config.decoder_start_token_id)
         out = self.model(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, encoder_outputs,
                          past_key_values if past_key_values is not None else cache, inputs_embeds,
-                         decoder_inputs_embeds, use_cache, output_hidden_states)
+                         decoder_inputs_embeds, use_cache, output_hidden_states,
+                         decoder_position_ids=decoder_position_ids)
         hidden = out.last_hidden_state  # (B, T, d_model)
         # the head and the loss fused where every position has a label (losses.every_target_labelled)
         if every_target_labelled(labels):
