@@ -14,7 +14,10 @@ The decoder reads the target shifted right with `decoder_start_token_id` (EOS in
 first; with no `decoder_input_ids` and no `labels` it reads `input_ids` shifted so (what
 the classification and QA heads run on, as transformers). The KV cache is a tuple over
 decoder layers of (self_key, self_value, cross_key, cross_value) (B, heads, length,
-head_dim), as T5's, so `generate` (bertkit.model.generation) serves both families.
+head_dim), as T5's, so `generate` (bertkit.model.generation) serves both families. Its
+positions are absolute, so the decoder also takes `decoder_position_ids` (bertkit's own
+argument, after transformers' ones): the rows of `decode_steps`, their caches left-padded
+to a common length, each keep their own positions and merge (`takes_decoder_position_ids`).
 """
 
 from __future__ import annotations
