@@ -73,7 +73,7 @@ def join_leave_join(model, inputs, choose=greedy):
         return [running.tokens(i) for i in range(running.rows)]
 
 
-def test_a_model_with_absolute_positions_does_not_merge(model):
+def test_a_model_whose_rows_cannot_merge_refuses_a_merge(model):
     steps = model.decode_steps([INPUTS[0]])
     steps.can_merge = False  # what GenerationMixin's default (merges_decode_steps = False) gives
     with pytest.raises(ValueError, match="cannot merge"):

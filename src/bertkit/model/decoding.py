@@ -127,7 +127,8 @@ class StepRows:
     def merge(self, other: "StepRows") -> None:
         """`other`'s rows join after this batch's (both stepped at least once; `other` is used up)."""
         if not self.can_merge:
-            raise ValueError("this model's decode steps cannot merge batches (absolute decoder positions)")
+            raise ValueError("this model's decode steps cannot merge batches "
+                             "(left padding would shift its decoder positions)")
         if self.past is None or other.past is None:
             raise ValueError("merge: both batches must have run a step")
         self.join_inputs(other)

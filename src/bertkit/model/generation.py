@@ -179,7 +179,7 @@ class GenerationMixin:
     `resolve_decoding`."""
 
     merges_decode_steps = False  # True: an encoder-decoder's rows of different lengths may share a step (relative positions)
-    takes_decoder_position_ids = False  # True: forward takes `decoder_position_ids` (B, T), which decode_steps then passes
+    takes_decoder_position_ids = False  # True: forward takes `decoder_position_ids` (B, T); decode_steps passes them
 
     def decode_steps(self, input_ids: list[list[int]]):
         """These inputs' rows, decoded one step at a time (bertkit.model.decoding): an

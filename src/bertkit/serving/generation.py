@@ -23,8 +23,8 @@ steps.
 Admission (`room`): the running rows' cost (prompt tokens + max_new_tokens each) stays
 within max_batch_tokens and their count within max_batch_requests. A model whose decode
 steps cannot merge rows of different lengths (an encoder-decoder with absolute decoder
-positions it does not take per row; T5 and BART merge) admits new requests only when no row runs — requests that arrive together
-still share every step.
+positions it does not take per row; T5 and BART merge) admits new requests only when no
+row runs — requests that arrive together still share every step.
 
 Events: {"type": "token", "token": {"id", "text", "logprob", "special"}} per new token,
 then {"type": "end", "generated_text", "finish_reason" ("length", "eos_token",
