@@ -148,20 +148,11 @@ def test_openai_client_embeddings_and_completions(mlm_server, t5_server, t5_load
 
 def test_concurrent_generations_each_equal_their_unbatched_answer(t5_server, t5_loaded):
     base, state = t5_server
+    from _serving import generate_concurrently
+
     lengths = [5, 17, 9, 13, 3, 11, 7, 15]
     jobs = [(PROMPTS[i % len(PROMPTS)], n) for i, n in enumerate(lengths)]
-    answers = [None] * len(jobs)
-
-    def ask(i, prompt, n):
-        time.sleep(0.01 * i)  # arrivals spread over the running batch's steps
-        answers[i] = httpx.post(base + "/generate", json={"inputs": prompt, "parameters": {"max_new_tokens": n}},
-                                timeout=120).json()["generated_text"]
-
-    threads = [threading.Thread(target=ask, args=(i, *job)) for i, job in enumerate(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    answers = generate_concurrently(base, jobs, spacing=0.01)
     assert answers == [generate(t5_loaded, prompt, max_new_tokens=n)[0] for prompt, n in jobs]
     metrics = httpx.get(base + "/metrics").text
     assert 'bertkit_batch_requests_count{task="generate"}' in metrics
@@ -187,23 +178,11 @@ def test_a_stream_cut_by_its_client_frees_its_slot(t5_dir):
 
 
 def test_generation_beyond_the_queue_is_429_and_a_waiting_request_joins_later(t5_dir):
-    from _serving import running_server
+    from _serving import a_full_generation_queue, running_server
 
     with running_server(t5_dir, max_batch_requests=1, max_queue=1) as (base, state):
         state.served.generator.model.config.eos_token_id = None  # this server's own model: no EOS ends the stream early
-        with httpx.stream("POST", base + "/generate_stream",
-                          json={"inputs": PROMPTS[0], "parameters": {"max_new_tokens": 300}}) as running:
-            lines = running.iter_lines()
-            next(line for line in lines if line.startswith("data:"))  # the one slot is taken
-            answers = {}
-            waiting = threading.Thread(target=lambda: answers.update(waiting=httpx.post(
-                base + "/generate", json={"inputs": PROMPTS[1], "parameters": {"max_new_tokens": 3}}, timeout=120)))
-            waiting.start()
-            deadline = time.monotonic() + 30
-            while state.batcher.depth < 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            refused = httpx.post(base + "/generate", json={"inputs": PROMPTS[2]}, timeout=30)
-            assert refused.status_code == 429 and refused.json()["error_type"] == "overloaded"
+        with a_full_generation_queue(base, state, PROMPTS, 300) as (answers, waiting):
+            pass
         waiting.join(timeout=120)  # the stream was cut: its slot went to the waiting request
         assert answers["waiting"].status_code == 200

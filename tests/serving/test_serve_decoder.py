@@ -66,28 +66,13 @@ def test_seeded_sampling_and_repetition_penalty_equal_generate(gpt_server, gpt_l
 
 
 def test_concurrent_generations_join_the_running_batch_and_equal_their_unbatched_answer(gpt_server, gpt_loaded):
+    from _serving import counting_joins, generate_concurrently
+
     base, state = gpt_server
-    stepper, runners = state.batcher.stepper, state.batcher.runners
-    joined = []  # rows already running when requests were admitted
-    admit = runners["generate"]
-    runners["generate"] = lambda jobs: (joined.append(len(stepper.rows)), admit(jobs))[1]
-    try:
-        lengths = [5, 17, 9, 13, 3, 11, 7, 15]
-        jobs = [(PROMPTS[i % len(PROMPTS)], n) for i, n in enumerate(lengths)]
-        answers = [None] * len(jobs)
-
-        def ask(i, prompt, n):
-            time.sleep(0.02 * i)  # arrivals spread over the running batch's steps
-            answers[i] = httpx.post(base + "/generate", json={"inputs": prompt, "parameters": {"max_new_tokens": n}},
-                                    timeout=120).json()["generated_text"]
-
-        threads = [threading.Thread(target=ask, args=(i, *job)) for i, job in enumerate(jobs)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        runners["generate"] = admit
+    lengths = [5, 17, 9, 13, 3, 11, 7, 15]
+    jobs = [(PROMPTS[i % len(PROMPTS)], n) for i, n in enumerate(lengths)]
+    with counting_joins(state) as joined:
+        answers = generate_concurrently(base, jobs)
     assert answers == [generate(gpt_loaded, prompt, max_new_tokens=n, return_full_text=False)[0]
                        for prompt, n in jobs]
     assert max(joined) > 0  # some request joined rows that were already decoding
@@ -118,27 +103,15 @@ def test_a_stream_cut_by_its_client_frees_its_slot(gpt_dir):
 
 
 def test_generation_beyond_the_queue_is_429_and_beyond_the_budget_413(gpt_dir):
-    from _serving import running_server
+    from _serving import a_full_generation_queue, running_server
 
     with running_server(gpt_dir, max_batch_requests=1, max_queue=1, max_batch_tokens=200) as (base, state):
         state.served.generator.model.config.eos_token_id = None
         stepper, permits = state.batcher.stepper, threading.Semaphore(2)  # two steps, then wait for more
         step = stepper.step
         stepper.step = lambda: (permits.acquire(timeout=60), step())[1]  # the running row keeps its slot
-        with httpx.stream("POST", base + "/generate_stream",
-                          json={"inputs": PROMPTS[0], "parameters": {"max_new_tokens": 150}}) as running:
-            lines = running.iter_lines()  # kept: a dropped iterator may close the stream
-            next(line for line in lines if line.startswith("data:"))  # the one slot is taken
-            answers = {}
-            waiting = threading.Thread(target=lambda: answers.update(waiting=httpx.post(
-                base + "/generate", json={"inputs": PROMPTS[1], "parameters": {"max_new_tokens": 3}}, timeout=120)))
-            waiting.start()
-            deadline = time.monotonic() + 30
-            while state.batcher.depth < 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            refused = httpx.post(base + "/generate", json={"inputs": PROMPTS[2]}, timeout=30)
-            assert refused.status_code == 429 and refused.json()["error_type"] == "overloaded"
+        with a_full_generation_queue(base, state, PROMPTS, 150) as (answers, waiting):
+            pass
         permits.release(1000)
         waiting.join(timeout=120)  # the stream was cut: its slot went to the waiting request
         assert answers["waiting"].status_code == 200

@@ -63,6 +63,7 @@ def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
     only (not the prompt). `seed` seeds one generator for the whole call."""
     import torch
 
+    from bertkit.model.decoding import right_padded
     from bertkit.model.generation import is_encoder_decoder
 
     if batch_size < 1:
@@ -85,7 +86,7 @@ def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            input_ids, attention_mask = _pad([encoded[i] for i in rows], pad_id, device)
+            input_ids, attention_mask = right_padded([encoded[i] for i in rows], pad_id, device)
             out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generator=generator,
                                  return_dict_in_generate=True, **options)
             result = out.new_tokens if decoder_only else out.sequences
@@ -166,19 +167,6 @@ def _pad_id(config) -> int:
         if isinstance(token, int):
             return token
     return 0
-
-
-def _pad(rows: list[list[int]], pad_id: int, device):
-    """(B, S) input ids padded at the end with pad_id, and their attention mask."""
-    import torch
-
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, :len(r)] = 1
-    return ids.to(device), mask.to(device)
 
 
 def _trim(row: list[int], pad_id: int, keep_first: bool = True) -> list[int]:

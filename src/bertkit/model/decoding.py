@@ -56,6 +56,17 @@ def _pad_end(t: torch.Tensor, dim_from_end: int, size: int) -> torch.Tensor:
     return F.pad(t, [0, 0] * (dim_from_end - 1) + [0, size - t.shape[-dim_from_end]])
 
 
+def right_padded(rows: list[list[int]], pad_id: int, device: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, S) int64 ids padded at the end with pad_id, and their (B, S) attention mask."""
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, :len(row)] = 1
+    return ids.to(device), mask.to(device)
+
+
 class StepRows:
     """What both shapes share: each row's tokens (`history`), the tokens the next step feeds
     (`pending` (N, n)), the self-attention mask over cache + pending (`self_mask` (N, L), 1 =
@@ -163,13 +174,7 @@ class EncoderDecoderSteps(StepRows):
         start = getattr(config, "decoder_start_token_id", None)
         start = pad if start is None else start
         device = next(model.parameters()).device
-        width = max(len(ids) for ids in input_ids)
-        ids = torch.full((len(input_ids), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(input_ids), width), dtype=torch.long)
-        for i, row in enumerate(input_ids):
-            ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[i, :len(row)] = 1
-        ids, mask = ids.to(device), mask.to(device)
+        ids, mask = right_padded(input_ids, pad, device)
         super().__init__(model, [[start] for _ in input_ids],
                          torch.full((len(input_ids), 1), start, dtype=torch.long, device=device),
                          torch.ones((len(input_ids), 1), dtype=torch.long, device=device))
