@@ -93,10 +93,9 @@ def test_rte_by_gpt1_recipe_saves_what_transformers_loads(pretrained, tmp_path, 
     assert result["scores"]["not_entailment"] == pytest.approx(float(expected[0]), abs=1e-5)
 
 
+@pytest.mark.parametrize("pretrained", ["gpt2"], indirect=True)  # one family is enough
 def test_every_default_is_overridable_and_lm_coef_zero_drops_the_lm_loss(pretrained, tmp_path):
     family, model = pretrained
-    if family != "gpt2":
-        pytest.skip("one family is enough")
     out = tmp_path / "rte"
     assert _finetune_rte(model, out, "--lr", "1e-4", "--set", "lm_coef=0", "--set", "warmup_ratio=0.1",
                          "--set", "classifier_dropout=0") == 0
@@ -252,10 +251,9 @@ def test_gpt1_tokens_already_in_the_vocabulary_is_one_line(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and str(model / "tokenizer.json") in err and "<start>" in err
 
 
+@pytest.mark.parametrize("pretrained", ["gpt2"], indirect=True)  # one family is enough
 def test_bad_multiple_choice_and_similarity_input_is_one_line(pretrained, tmp_path, capsys):
     family, model = pretrained
-    if family != "gpt2":
-        pytest.skip("one family is enough")
     varying = tmp_path / "varying.jsonl"
     varying.write_text(json.dumps({"question": "q one?", "choices": ["a", "b", "c"], "label": 0}) + "\n"
                        + json.dumps({"question": "q two?", "choices": ["a", "b"], "label": 1}) + "\n")
