@@ -27,10 +27,11 @@ run bertkit tokenizer train --algorithm bbpe --vocab-size 2000 --layout gpt2 --o
 run bertkit data build --tokenizer tok-gpt/ --format packed --max-seq-length 128 --output data-gpt/ corpus/*.txt
 run bertkit pretrain --objective clm --preset gpt-mini --data data-gpt/ --output-dir runs/gpt --set max_steps=5 --no-progress
 run bertkit generate --model runs/gpt/final "It is a truth universally acknowledged" --max-new-tokens 40 --do-sample --top-p 0.9 --repetition-penalty 1.2
-run timeout 60 bertkit serve --model runs/sst2/best --port 8080 & SERVE=$!
+echo "+ bertkit serve --model runs/sst2/best --port 8080"
+bertkit serve --model runs/sst2/best --port 8080 & SERVE=$!
 for i in $(seq 60); do curl -sf localhost:8080/health >/dev/null && break; sleep 1; done
 run curl -s -X POST localhost:8080/predict -H 'content-type: application/json' -d '{"inputs": "A gorgeous, witty film."}'; echo
-kill $SERVE || true
+kill $SERVE; wait $SERVE 2>/dev/null || true  # the server stops with the script
 # the README's Python block with DIR = MiniLM
 python - "$DIR" <<'PY'
 import sys
