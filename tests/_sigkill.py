@@ -23,3 +23,22 @@ def kill_after_checkpoint(args: list[str], run_dir: Path, checkpoint: str, timeo
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     assert not (run_dir / "final").exists()
+
+
+def assert_killed_run_resumes_bit_identical(run_args, tmp_path: Path, steps: list[str],
+                                            checkpoint: str = "checkpoint-0000004") -> None:
+    """A run to the end and the same run SIGKILLed after `checkpoint`, then resumed, end with
+    equal weights to the bit. run_args(output_dir, *extra) -> the `bertkit` arguments."""
+    import torch
+    from safetensors.torch import load_file
+
+    from bertkit.cli import main
+
+    reference, killed = tmp_path / "ref", tmp_path / "killed"
+    assert main(run_args(reference, *steps)) == 0
+    kill_after_checkpoint(run_args(killed, *steps), killed, checkpoint)
+    assert main(run_args(killed, *steps, "--resume")) == 0
+    ref, resumed = load_file(reference / "final" / "model.safetensors"), load_file(killed / "final" / "model.safetensors")
+    assert ref.keys() == resumed.keys()
+    for key in ref:
+        assert torch.equal(ref[key], resumed[key]), key

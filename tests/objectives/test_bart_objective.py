@@ -13,9 +13,8 @@ import pytest
 import torch
 from _objective_batches import CASE_MODELS
 from _objective_batches import build_data as build_batch_data
-from _sigkill import kill_after_checkpoint
+from _sigkill import assert_killed_run_resumes_bit_identical
 from _successor_data import FIXTURE, QUIET, make_objective
-from safetensors.torch import load_file
 
 from bertkit.cli import main
 from bertkit.data.dataset import PretrainingDataset
@@ -125,15 +124,7 @@ def test_pretrain_bart_checkpoint_loads_in_transformers_and_generates(bart_run, 
 
 def test_sigkill_then_resume_ends_bit_identical(packed, tmp_path):
     steps = ["--set", "max_steps=12", "--set", "save_steps=4", "--set", "eval_steps=6", "--set", "save_total_limit=3"]
-    reference = tmp_path / "ref"
-    assert main(pretrain_args(packed, reference, *steps)) == 0
-    killed = tmp_path / "killed"
-    kill_after_checkpoint(pretrain_args(packed, killed, *steps), killed, "checkpoint-0000004")
-    assert main(pretrain_args(packed, killed, *steps, "--resume")) == 0
-    ref, resumed = load_file(reference / "final" / "model.safetensors"), load_file(killed / "final" / "model.safetensors")
-    assert ref.keys() == resumed.keys()
-    for key in ref:
-        assert torch.equal(ref[key], resumed[key]), key
+    assert_killed_run_resumes_bit_identical(lambda out, *extra: pretrain_args(packed, out, *extra), tmp_path, steps)
 
 
 def one_line_error(args: list[str], capsys) -> str:

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from _sigkill import kill_after_checkpoint
+from _sigkill import assert_killed_run_resumes_bit_identical
 from _successor_data import FIXTURE, build_data
-from safetensors.torch import load_file
 
 from bertkit.cli import main
 from bertkit.data.words import TokenWords
@@ -77,15 +75,7 @@ def test_pretrain_bilm_reports_perplexity_per_direction(packed, tmp_path):
 
 def test_sigkill_then_resume_ends_bit_identical(packed, tmp_path):
     steps = ["--set", "max_steps=8", "--set", "save_steps=4", "--set", "eval_steps=8", "--set", "save_total_limit=3"]
-    reference = tmp_path / "ref"
-    assert main(pretrain_args(packed, reference, *steps)) == 0
-    killed = tmp_path / "killed"
-    kill_after_checkpoint(pretrain_args(packed, killed, *steps), killed, "checkpoint-0000004")
-    assert main(pretrain_args(packed, killed, *steps, "--resume")) == 0
-    ref, resumed = load_file(reference / "final" / "model.safetensors"), load_file(killed / "final" / "model.safetensors")
-    assert ref.keys() == resumed.keys()
-    for key in ref:
-        assert torch.equal(ref[key], resumed[key]), key
+    assert_killed_run_resumes_bit_identical(lambda out, *extra: pretrain_args(packed, out, *extra), tmp_path, steps)
 
 
 def test_a_vocabulary_without_unk_is_one_line(packed, tmp_path, capsys):
