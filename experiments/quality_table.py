@@ -38,6 +38,11 @@ the same subsets.
 - nsmc-t5enc-ko, nsmc-t5enc-random: the same two checkpoints' encoders with a
   classification head (`finetune classify`, T5EncoderForSequenceClassification), as the
   BERT rows.
+- ko-bart-tokenizer, ko-bart-data, ko-bart-pretrain, ko-bart-random: a Korean BART in
+  KoBART's layout (byte-level BPE, `--layout kobart`), denoising pre-training (`--objective
+  bart --preset bart-tiny`, --ko-bart-steps), its control; nsmc-bart-ko / nsmc-bart-random
+  (text-to-text, as the T5's) and nsmc-bartcls-ko / nsmc-bartcls-random
+  (BartForSequenceClassification, the decoder's last EOS state) on the same NSMC split.
 """
 
 from __future__ import annotations
@@ -256,18 +261,28 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
         Step("ko-t5-data", "packed pre-training data from korean-corpus"),
         Step("ko-t5-pretrain", "t5-tiny pre-trained by span corruption on korean-corpus"),
         Step("ko-t5-random", "the same T5 and tokenizer, randomly initialised (the control)"),
+        Step("ko-bart-tokenizer", "byte-level BPE with KoBART's specials on korean-corpus"),
+        Step("ko-bart-data", "packed pre-training data from korean-corpus"),
+        Step("ko-bart-pretrain", "bart-tiny pre-trained by denoising (infilling + permutation) on korean-corpus"),
+        Step("ko-bart-random", "the same BART and tokenizer, randomly initialised (the control)"),
     ]
     for suffix, lr, scale in korean:
         table.append(Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
                           lambda w, scale=scale: cut_nsmc(w, round(scale * args.nsmc_train), args.nsmc_held_out),
                           ["classify", *nsmc, *lr, "--epochs", "2", "--max-seq-length", "128"], ("eval_accuracy",),
                           "NSMC sentiment"))
-    for suffix in ("t5-ko", "t5-random"):  # text to text: the review -> a label word
+    text2text_lr = {"t5": args.t5_lr, "bart": args.bart_lr}
+    for suffix in ("t5-ko", "t5-random", "bart-ko", "bart-random"):  # text to text: the review -> a label word
         table.append(Step(f"nsmc-{suffix}", "NSMC sentiment, text-to-text", suffix,
                           lambda w: cut_nsmc_text2text(w, args.nsmc_train, args.nsmc_held_out),
                           ["text2text", "--source-field", "input", "--target-field", "output", "--lr",
-                           str(args.t5_lr), "--epochs", "2", "--max-seq-length", "128"],
+                           str(text2text_lr[suffix.split("-")[0]]), "--epochs", "2", "--max-seq-length", "128"],
                           ("eval_exact_match",), "NSMC sentiment (text-to-text)"))
+    for suffix in ("bart-ko", "bart-random"):  # BartForSequenceClassification: the decoder's last EOS state
+        table.append(Step(f"nsmc-{suffix.replace('bart', 'bartcls')}", "NSMC sentiment, BART + head", suffix,
+                          lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
+                          ["classify", *nsmc, *ko_lr, "--epochs", "2", "--max-seq-length", "128"],
+                          ("eval_accuracy",), "NSMC sentiment (BART, classification head on the last EOS)"))
     for suffix in ("t5-ko", "t5-random"):  # the T5 encoder with a classification head, as the BERT rows
         table.append(Step(f"nsmc-{suffix.replace('t5', 't5enc')}", "NSMC sentiment, T5 encoder + head", suffix,
                           lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
@@ -366,31 +381,50 @@ def t5_steps_for_bert_flops(bert_steps: int, vocab: int, bert_preset: str, t5_pr
     return round(bert_steps * bert / t5)
 
 
-def run_korean_t5(name: str, args: argparse.Namespace) -> dict:
-    work = args.work_dir
-    tok, data, pretrain = work / "ko-t5" / "tok", work / "ko-t5" / "data", work / "ko-t5" / "pretrain"
-    if name == "ko-t5-random":
-        write_random_model(pretrain / "final", work / "ko-t5" / "random", args.seed)
-        return {"step": name, "command": "write_random_model($WORK/ko-t5/pretrain/final, $WORK/ko-t5/random)",
+# the Korean encoder-decoders, built the same way: tokenizer flags, objective, and how often to save
+KOREAN_SEQ2SEQ = {
+    "t5": {"tokenizer": ["--algorithm", "unigram", "--layout", "t5", "--sentinels", "100"], "objective": "t5",
+           "save_steps": 50},
+    "bart": {"tokenizer": ["--algorithm", "bbpe", "--layout", "kobart"], "objective": "bart", "save_steps": None},
+}
+
+
+def korean_seq2seq_steps(family: str, args: argparse.Namespace) -> int:
+    """Pre-training steps: T5 at the Korean BERT's FLOPs unless --ko-t5-steps says; BART --ko-bart-steps."""
+    if family == "bart":
+        return args.ko_bart_steps
+    return args.ko_t5_steps or t5_steps_for_bert_flops(args.ko_steps, args.ko_vocab, args.ko_preset, args.ko_t5_preset)
+
+
+def run_korean_seq2seq(name: str, family: str, args: argparse.Namespace) -> dict:
+    """ko-<family>-tokenizer / -data / -pretrain / -random for the Korean T5 or BART."""
+    spec, work = KOREAN_SEQ2SEQ[family], args.work_dir
+    root = work / f"ko-{family}"
+    tok, data, pretrain = root / "tok", root / "data", root / "pretrain"
+    stage = name.removeprefix(f"ko-{family}-")
+    if stage == "random":
+        write_random_model(pretrain / "final", root / "random", args.seed)
+        return {"step": name, "command": f"write_random_model($WORK/ko-{family}/pretrain/final, $WORK/ko-{family}/random)",
                 "seconds": 0}
-    if name == "ko-t5-tokenizer":
-        command = [BERTKIT, "tokenizer", "train", "--algorithm", "unigram", "--layout", "t5", "--sentinels", "100",
-                   "--vocab-size", str(args.ko_vocab), "--output", str(tok), "--no-progress", str(args.ko_corpus)]
-    elif name == "ko-t5-data":
+    if stage == "tokenizer":
+        command = [BERTKIT, "tokenizer", "train", *spec["tokenizer"], "--vocab-size", str(args.ko_vocab),
+                   "--output", str(tok), "--no-progress", str(args.ko_corpus)]
+    elif stage == "data":
         command = [BERTKIT, "data", "build", "--tokenizer", str(tok), "--format", "packed", "--max-seq-length",
                    "128", "--output", str(data), "--overwrite", "--no-progress", str(args.ko_corpus)]
     else:
-        steps = args.ko_t5_steps or t5_steps_for_bert_flops(args.ko_steps, args.ko_vocab, args.ko_preset,
-                                                            args.ko_t5_preset)
-        command = [BERTKIT, "pretrain", "--objective", "t5", "--preset", args.ko_t5_preset, "--data", str(data),
-                   "--output-dir", str(pretrain), "--set", f"max_steps={steps}", "--set", f"lr={args.ko_t5_pretrain_lr}",
-                   "--set", f"warmup_steps={steps // 10}", "--set", "batch_size=32", "--set", "save_steps=50",
-                   "--set", f"eval_steps={max(steps // 4, 1)}", "--set", "progress=false"]
+        steps = korean_seq2seq_steps(family, args)
+        every = max(steps // 4, 1)
+        command = [BERTKIT, "pretrain", "--objective", spec["objective"], "--preset", getattr(args, f"ko_{family}_preset"),
+                   "--data", str(data), "--output-dir", str(pretrain), "--set", f"max_steps={steps}",
+                   "--set", f"lr={getattr(args, f'ko_{family}_pretrain_lr')}", "--set", f"warmup_steps={steps // 10}",
+                   "--set", "batch_size=32", "--set", f"save_steps={spec['save_steps'] or every}",
+                   "--set", f"eval_steps={every}", "--set", "progress=false"]
         if any(pretrain.glob("checkpoint-*")):
             command.append("--resume")
     seconds = run_command(command, work / "logs" / f"{name}.log")
     entry = {"step": name, "command": shown(command, work), "seconds": round(seconds, 1)}
-    if name == "ko-t5-pretrain":
+    if stage == "pretrain":
         lines = [json.loads(x) for x in (pretrain / "metrics.jsonl").read_text().splitlines() if x.strip()]
         evals = [r for r in lines if "eval_token_accuracy" in r]
         entry["final"] = evals[-1] if evals else lines[-1]
@@ -401,8 +435,9 @@ def run_korean_t5(name: str, args: argparse.Namespace) -> dict:
 
 def run_korean(name: str, args: argparse.Namespace) -> dict:
     work = args.work_dir
-    if name.startswith("ko-t5-"):
-        return run_korean_t5(name, args)
+    for family in KOREAN_SEQ2SEQ:
+        if name.startswith(f"ko-{family}-"):
+            return run_korean_seq2seq(name, family, args)
     tok, data, pretrain = work / "ko" / "tok", work / "ko" / "data", work / "ko" / "pretrain"
     if name == "ko-random":
         write_random_model(pretrain / "final", work / "ko" / "random", args.seed)
@@ -444,7 +479,8 @@ def run_finetune(step: Step, args: argparse.Namespace) -> dict:
     cut = step.cut(work)
     model = {"minilm": args.model, "ko": str(work / "ko" / "pretrain" / "final"), "random": str(work / "ko" / "random"),
              "ko2": str(work / "ko" / "pretrain2" / "final"), "t5-ko": str(work / "ko-t5" / "pretrain" / "final"),
-             "t5-random": str(work / "ko-t5" / "random")}[step.model]
+             "t5-random": str(work / "ko-t5" / "random"), "bart-ko": str(work / "ko-bart" / "pretrain" / "final"),
+             "bart-random": str(work / "ko-bart" / "random")}[step.model]
     output = work / "runs" / step.name
     command = [BERTKIT, "finetune", step.finetune[0], "--train", str(cut["train"]), "--dev", str(cut["dev"]),
                "--model", model, "--output-dir", str(output), *step.finetune[1:], "--seed", str(args.seed),
@@ -494,6 +530,11 @@ def model_name(kind: str, work: Path) -> str:
         size = f"{config['num_layers']}+{config['num_decoder_layers']}/{config['d_model']}"
         return {"t5-ko": f"bertkit Korean T5 {size}, pre-trained here (ko-t5-pretrain)",
                 "t5-random": f"same T5 {size}, random init (no pre-training)"}[kind]
+    if kind.startswith("bart-"):
+        config = json.loads((work / "ko-bart" / "pretrain" / "final" / "config.json").read_text())
+        size = f"{config['encoder_layers']}+{config['decoder_layers']}/{config['d_model']}"
+        return {"bart-ko": f"bertkit Korean BART {size}, KoBART's specials, pre-trained here (ko-bart-pretrain)",
+                "bart-random": f"same BART {size}, random init (no pre-training)"}[kind]
     config = json.loads((work / "ko" / "pretrain" / "final" / "config.json").read_text())
     size = f"{config['num_hidden_layers']}/{config['hidden_size']}"
     return {"ko": f"bertkit Korean {size}, pre-trained here (ko-pretrain)",
@@ -563,6 +604,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="T5 pre-training steps (default: the FLOPs of --ko-steps of the Korean BERT)")
     parser.add_argument("--ko-t5-pretrain-lr", type=float, default=1e-3)
     parser.add_argument("--t5-lr", type=float, default=1e-3, help="text-to-text fine-tuning lr (T5's 1e-3)")
+    parser.add_argument("--ko-bart-preset", default="bart-tiny")
+    parser.add_argument("--ko-bart-steps", type=int, default=600,
+                        help="BART pre-training steps (600 of 32 x 128: about half an hour of one AVX2 core)")
+    parser.add_argument("--ko-bart-pretrain-lr", type=float, default=1e-3)
+    parser.add_argument("--bart-lr", type=float, default=1e-4,
+                        help="BART's text-to-text fine-tuning lr (the Korean classification rows' 1e-4)")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run steps (skipping those with a recorded result)")
     run.add_argument("steps", nargs="+", help="step names, or all")

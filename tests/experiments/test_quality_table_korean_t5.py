@@ -4,6 +4,7 @@ of a text-to-text run, and the random control written for a T5 checkpoint."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -94,3 +95,40 @@ def test_write_random_model_of_a_pre_ln_bert_saved_in_transformers_layout(tmp_pa
     trained = BertForPreTraining.from_pretrained(tmp_path / "trained")
     assert random.config.to_dict() == trained.config.to_dict() and random.config.pre_layer_norm
     assert not torch.equal(random.bert.embeddings.word_embeddings.weight, trained.bert.embeddings.word_embeddings.weight)
+
+
+def test_the_korean_bart_is_built_in_kobarts_layout_and_fine_tuned_both_ways(tmp_path):
+    from quality_table import main, steps
+
+    args = argparse.Namespace(ko_lr=1e-4, minilm_lr=5e-5, conll_lr=1e-4, conll_epochs=1, conll_batch_size=16,
+                              conll_sentences=10, squad_lr=1e-4, squad_epochs=1, squad_train=1, squad_dev=1,
+                              mc_lr=5e-5, mc_epochs=1, piqa_held_out=1, piqa_train=1, csqa_held_out=1, csqa_train=1,
+                              nsmc_train=10, nsmc_held_out=5, minilm_korean_fraction=0.25, klue_nli_held_out=1,
+                              klue_sts_held_out=1, t5_lr=1e-3, bart_lr=3e-5)
+    table = steps(args)
+    assert table["nsmc-bart-ko"].finetune[0] == "text2text" and "3e-05" in table["nsmc-bart-ko"].finetune
+    assert table["nsmc-bartcls-ko"].finetune[0] == "classify" and table["nsmc-bartcls-random"].model == "bart-random"
+    assert {"ko-bart-tokenizer", "ko-bart-data", "ko-bart-pretrain", "ko-bart-random"} <= set(table)
+    # the tokenizer step's command: KoBART's specials (a tiny corpus, so it runs in a second)
+    corpus = tmp_path / "ko.txt"
+    corpus.write_text("이 영화 정말 좋다.\n배우들 연기가 별로였다.\n" * 50, encoding="utf-8")
+    main(["--work-dir", str(tmp_path / "work"), "--ko-vocab", "400", "--ko-corpus", str(corpus), "--model", "none",
+          "run", "ko-bart-tokenizer"])
+    vocab = json.loads((tmp_path / "work" / "ko-bart" / "tok" / "vocab.json").read_text(encoding="utf-8"))
+    assert [token for token, _ in sorted(vocab.items(), key=lambda item: item[1])[:7]] == \
+        ["<s>", "</s>", "<usr>", "<pad>", "<sys>", "<unk>", "<mask>"]  # KoBART's ids 0-6
+    recorded = json.loads((tmp_path / "work" / "results.jsonl").read_text().splitlines()[0])
+    assert "--layout kobart" in recorded["command"] and "--algorithm bbpe" in recorded["command"]
+
+
+def test_write_random_model_keeps_a_bart_checkpoints_class_and_config(tmp_path):
+    from bertkit import BartConfig, BartForConditionalGeneration
+
+    config = BartConfig.from_preset("bart-tiny", vocab_size=300)
+    torch.manual_seed(1)
+    BartForConditionalGeneration(config).save_pretrained(tmp_path / "trained")
+    write_random_model(tmp_path / "trained", tmp_path / "random", seed=42)
+    random = BartForConditionalGeneration.from_pretrained(tmp_path / "random")
+    trained = BartForConditionalGeneration.from_pretrained(tmp_path / "trained")
+    assert random.config.to_dict() == trained.config.to_dict()
+    assert not torch.equal(random.model.shared.weight, trained.model.shared.weight)
