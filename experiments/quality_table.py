@@ -43,6 +43,10 @@ the same subsets.
   bart --preset bart-tiny`, --ko-bart-steps), its control; nsmc-bart-ko / nsmc-bart-random
   (text-to-text, as the T5's) and nsmc-bartcls-ko / nsmc-bartcls-random
   (BartForSequenceClassification, the decoder's last EOS state) on the same NSMC split.
+- ko-gpt-tokenizer, ko-gpt-data, ko-gpt-pretrain, ko-gpt-random: a Korean GPT in KoGPT2's
+  layout (`--layout kogpt2`: `</s>` BOS and EOS), causal-LM pre-training (`--objective clm
+  --preset gpt-tiny`, --ko-gpt-steps), its control; nsmc-gpt-ko / nsmc-gpt-random: GPT-1's
+  fine-tuning recipe (`finetune classify` on a GPT) on the same NSMC split.
 """
 
 from __future__ import annotations
@@ -265,6 +269,10 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
         Step("ko-bart-data", "packed pre-training data from korean-corpus"),
         Step("ko-bart-pretrain", "bart-tiny pre-trained by denoising (infilling + permutation) on korean-corpus"),
         Step("ko-bart-random", "the same BART and tokenizer, randomly initialised (the control)"),
+        Step("ko-gpt-tokenizer", "byte-level BPE with KoGPT2's specials on korean-corpus"),
+        Step("ko-gpt-data", "packed pre-training data (documents joined by </s>) from korean-corpus"),
+        Step("ko-gpt-pretrain", "gpt-tiny pre-trained as a causal LM on korean-corpus"),
+        Step("ko-gpt-random", "the same GPT and tokenizer, randomly initialised (the control)"),
     ]
     for suffix, lr, scale in korean:
         table.append(Step(f"nsmc-{suffix}", "NSMC sentiment", suffix,
@@ -283,6 +291,11 @@ def steps(args: argparse.Namespace) -> dict[str, Step]:
                           lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
                           ["classify", *nsmc, *ko_lr, "--epochs", "2", "--max-seq-length", "128"],
                           ("eval_accuracy",), "NSMC sentiment (BART, classification head on the last EOS)"))
+    for suffix in ("gpt-ko", "gpt-random"):  # GPT-1's recipe: <start> review <extract>, the auxiliary LM loss
+        table.append(Step(f"nsmc-{suffix}", "NSMC sentiment, GPT-1's recipe", suffix,
+                          lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
+                          ["classify", *nsmc, *ko_lr, "--epochs", "2", "--max-seq-length", "128"],
+                          ("eval_accuracy",), "NSMC sentiment (GPT-1's recipe)"))
     for suffix in ("t5-ko", "t5-random"):  # the T5 encoder with a classification head, as the BERT rows
         table.append(Step(f"nsmc-{suffix.replace('t5', 't5enc')}", "NSMC sentiment, T5 encoder + head", suffix,
                           lambda w: cut_nsmc(w, args.nsmc_train, args.nsmc_held_out),
@@ -381,24 +394,29 @@ def t5_steps_for_bert_flops(bert_steps: int, vocab: int, bert_preset: str, t5_pr
     return round(bert_steps * bert / t5)
 
 
-# the Korean encoder-decoders, built the same way: tokenizer flags, objective, and how often to save
-KOREAN_SEQ2SEQ = {
+# the Korean generative families (T5, BART, GPT), built the same way on packed data: tokenizer
+# flags, objective, how often to save (None: at every evaluation) and the held-out accuracy's key
+KOREAN_FAMILIES = {
     "t5": {"tokenizer": ["--algorithm", "unigram", "--layout", "t5", "--sentinels", "100"], "objective": "t5",
-           "save_steps": 50},
-    "bart": {"tokenizer": ["--algorithm", "bbpe", "--layout", "kobart"], "objective": "bart", "save_steps": None},
+           "save_steps": 50, "accuracy": "eval_token_accuracy"},
+    "bart": {"tokenizer": ["--algorithm", "bbpe", "--layout", "kobart"], "objective": "bart", "save_steps": None,
+             "accuracy": "eval_token_accuracy"},
+    "gpt": {"tokenizer": ["--algorithm", "bbpe", "--layout", "kogpt2"], "objective": "clm", "save_steps": None,
+            "accuracy": "eval_lm_accuracy"},
 }
 
 
-def korean_seq2seq_steps(family: str, args: argparse.Namespace) -> int:
-    """Pre-training steps: T5 at the Korean BERT's FLOPs unless --ko-t5-steps says; BART --ko-bart-steps."""
-    if family == "bart":
-        return args.ko_bart_steps
+def korean_family_steps(family: str, args: argparse.Namespace) -> int:
+    """Pre-training steps: T5 at the Korean BERT's FLOPs unless --ko-t5-steps says; BART and GPT
+    --ko-bart-steps / --ko-gpt-steps."""
+    if family != "t5":
+        return getattr(args, f"ko_{family}_steps")
     return args.ko_t5_steps or t5_steps_for_bert_flops(args.ko_steps, args.ko_vocab, args.ko_preset, args.ko_t5_preset)
 
 
-def run_korean_seq2seq(name: str, family: str, args: argparse.Namespace) -> dict:
-    """ko-<family>-tokenizer / -data / -pretrain / -random for the Korean T5 or BART."""
-    spec, work = KOREAN_SEQ2SEQ[family], args.work_dir
+def run_korean_family(name: str, family: str, args: argparse.Namespace) -> dict:
+    """ko-<family>-tokenizer / -data / -pretrain / -random for the Korean T5, BART or GPT."""
+    spec, work = KOREAN_FAMILIES[family], args.work_dir
     root = work / f"ko-{family}"
     tok, data, pretrain = root / "tok", root / "data", root / "pretrain"
     stage = name.removeprefix(f"ko-{family}-")
@@ -413,7 +431,7 @@ def run_korean_seq2seq(name: str, family: str, args: argparse.Namespace) -> dict
         command = [BERTKIT, "data", "build", "--tokenizer", str(tok), "--format", "packed", "--max-seq-length",
                    "128", "--output", str(data), "--overwrite", "--no-progress", str(args.ko_corpus)]
     else:
-        steps = korean_seq2seq_steps(family, args)
+        steps = korean_family_steps(family, args)
         every = max(steps // 4, 1)
         command = [BERTKIT, "pretrain", "--objective", spec["objective"], "--preset", getattr(args, f"ko_{family}_preset"),
                    "--data", str(data), "--output-dir", str(pretrain), "--set", f"max_steps={steps}",
@@ -426,18 +444,18 @@ def run_korean_seq2seq(name: str, family: str, args: argparse.Namespace) -> dict
     entry = {"step": name, "command": shown(command, work), "seconds": round(seconds, 1)}
     if stage == "pretrain":
         lines = [json.loads(x) for x in (pretrain / "metrics.jsonl").read_text().splitlines() if x.strip()]
-        evals = [r for r in lines if "eval_token_accuracy" in r]
+        evals = [r for r in lines if spec["accuracy"] in r]
         entry["final"] = evals[-1] if evals else lines[-1]
-        entry["evals"] = [{k: r[k] for k in ("step", "eval_loss", "eval_token_accuracy") if k in r} for r in evals]
+        entry["evals"] = [{k: r[k] for k in ("step", "eval_loss", spec["accuracy"]) if k in r} for r in evals]
         entry["scale"] = "percent"
     return entry
 
 
 def run_korean(name: str, args: argparse.Namespace) -> dict:
     work = args.work_dir
-    for family in KOREAN_SEQ2SEQ:
+    for family in KOREAN_FAMILIES:
         if name.startswith(f"ko-{family}-"):
-            return run_korean_seq2seq(name, family, args)
+            return run_korean_family(name, family, args)
     tok, data, pretrain = work / "ko" / "tok", work / "ko" / "data", work / "ko" / "pretrain"
     if name == "ko-random":
         write_random_model(pretrain / "final", work / "ko" / "random", args.seed)
@@ -480,7 +498,8 @@ def run_finetune(step: Step, args: argparse.Namespace) -> dict:
     model = {"minilm": args.model, "ko": str(work / "ko" / "pretrain" / "final"), "random": str(work / "ko" / "random"),
              "ko2": str(work / "ko" / "pretrain2" / "final"), "t5-ko": str(work / "ko-t5" / "pretrain" / "final"),
              "t5-random": str(work / "ko-t5" / "random"), "bart-ko": str(work / "ko-bart" / "pretrain" / "final"),
-             "bart-random": str(work / "ko-bart" / "random")}[step.model]
+             "bart-random": str(work / "ko-bart" / "random"), "gpt-ko": str(work / "ko-gpt" / "pretrain" / "final"),
+             "gpt-random": str(work / "ko-gpt" / "random")}[step.model]
     output = work / "runs" / step.name
     command = [BERTKIT, "finetune", step.finetune[0], "--train", str(cut["train"]), "--dev", str(cut["dev"]),
                "--model", model, "--output-dir", str(output), *step.finetune[1:], "--seed", str(args.seed),
@@ -535,6 +554,11 @@ def model_name(kind: str, work: Path) -> str:
         size = f"{config['encoder_layers']}+{config['decoder_layers']}/{config['d_model']}"
         return {"bart-ko": f"bertkit Korean BART {size}, KoBART's specials, pre-trained here (ko-bart-pretrain)",
                 "bart-random": f"same BART {size}, random init (no pre-training)"}[kind]
+    if kind.startswith("gpt-"):
+        config = json.loads((work / "ko-gpt" / "pretrain" / "final" / "config.json").read_text())
+        size = f"{config['n_layer']}/{config['n_embd']}"
+        return {"gpt-ko": f"bertkit Korean GPT {size} (GPT-2's shape), KoGPT2's specials, pre-trained here (ko-gpt-pretrain)",
+                "gpt-random": f"same GPT {size}, random init (no pre-training)"}[kind]
     config = json.loads((work / "ko" / "pretrain" / "final" / "config.json").read_text())
     size = f"{config['num_hidden_layers']}/{config['hidden_size']}"
     return {"ko": f"bertkit Korean {size}, pre-trained here (ko-pretrain)",
@@ -608,6 +632,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ko-bart-steps", type=int, default=600,
                         help="BART pre-training steps (600 of 32 x 128: about half an hour of one AVX2 core)")
     parser.add_argument("--ko-bart-pretrain-lr", type=float, default=1e-3)
+    parser.add_argument("--ko-gpt-preset", default="gpt-tiny")
+    parser.add_argument("--ko-gpt-steps", type=int, default=600,
+                        help="GPT pre-training steps (600 of 32 x 128, as the Korean BART)")
+    parser.add_argument("--ko-gpt-pretrain-lr", type=float, default=1e-3)
     parser.add_argument("--bart-lr", type=float, default=1e-4,
                         help="BART's text-to-text fine-tuning lr (the Korean classification rows' 1e-4)")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -109,6 +109,7 @@ def test_the_korean_bart_is_built_in_kobarts_layout_and_fine_tuned_both_ways(tmp
     assert table["nsmc-bart-ko"].finetune[0] == "text2text" and "3e-05" in table["nsmc-bart-ko"].finetune
     assert table["nsmc-bartcls-ko"].finetune[0] == "classify" and table["nsmc-bartcls-random"].model == "bart-random"
     assert {"ko-bart-tokenizer", "ko-bart-data", "ko-bart-pretrain", "ko-bart-random"} <= set(table)
+    assert {"ko-gpt-pretrain", "ko-gpt-random"} <= set(table) and table["nsmc-gpt-ko"].finetune[0] == "classify"
     # the tokenizer step's command: KoBART's specials (a tiny corpus, so it runs in a second)
     corpus = tmp_path / "ko.txt"
     corpus.write_text("이 영화 정말 좋다.\n배우들 연기가 별로였다.\n" * 50, encoding="utf-8")
