@@ -50,6 +50,22 @@ def test_decoder_cross_entropy_matches_linear_plus_cross_entropy(use_logits):
         torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias", ["none", "frozen"])
+def test_decoder_cross_entropy_without_a_trained_bias(bias):
+    """GPT's and T5's heads (no bias: None) and BART's (a buffer: no gradient), with the
+    logits used too: the same loss, logits and gradients as F.linear + F.cross_entropy."""
+    h, w, b, t = _head_inputs(n=70, hidden=64, vocab=53, seed=2)
+    b = None if bias == "none" else b.detach()
+    loss, logits = decoder_cross_entropy(h, w, b, t)
+    (2.0 * loss + logits.mean()).backward()
+    h2, w2 = (x.detach().clone().requires_grad_() for x in (h, w))
+    logits2 = F.linear(h2, w2, b)
+    (2.0 * F.cross_entropy(logits2, t) + logits2.mean()).backward()
+    torch.testing.assert_close(logits, logits2.detach(), atol=1e-6, rtol=1e-5)
+    for mine, theirs in ((h.grad, h2.grad), (w.grad, w2.grad)):
+        torch.testing.assert_close(mine, theirs, atol=1e-6, rtol=1e-5)
+
+
 def test_decoder_cross_entropy_chunks_cover_all_rows():
     """More rows than one chunk (chunks of max(32, H/2) rows) and a row count that does not divide."""
     h, w, b, t = _head_inputs(n=203, hidden=128, vocab=97, seed=1)

@@ -89,18 +89,19 @@ class BertPreTrainingHeads(nn.Module):
 
 
 def decoder_cross_entropy(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targets: torch.Tensor
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy of `hidden @ weight.T + bias` against `targets`, and those logits.
 
     hidden: (N, H) transformed hidden states at the masked positions; weight: (V, H) the
-    tied word embeddings; bias: (V,); targets: (N,) int64 token ids in [0, V).
+    tied word embeddings; bias: (V,), or None for a head without one (GPT, T5: no pass over
+    the (N, V) logits to broadcast zeros into them); targets: (N,) int64 token ids in [0, V).
     Returns (loss: scalar, logits: (N, V)); the same values as `F.linear` followed by
     `F.cross_entropy` (mean), with gradients through the loss and the logits alike.
     """
     if (
         hidden.dtype != weight.dtype
-        or hidden.dtype != bias.dtype
+        or (bias is not None and hidden.dtype != bias.dtype)
         or torch.is_autocast_enabled(hidden.device.type)
         or hidden.shape[0] == 0
         or torch.compiler.is_compiling()
@@ -111,7 +112,7 @@ def decoder_cross_entropy(
         else:
             loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
         return loss, logits
-    compute_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (hidden, weight, bias))
+    compute_grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (hidden, weight, bias))
     return _DecoderCrossEntropy.apply(hidden, weight, bias, targets, compute_grad)
 
 
@@ -142,11 +143,16 @@ class _DecoderCrossEntropy(torch.autograd.Function):
         rows = -(-n // -(-n // rows))  # equal chunks: no small last one
         scratch = hidden.new_empty(min(rows, n), vocab)
         nll = hidden.new_zeros(())
+        grad_hidden = grad_weight = grad_bias = None
         if needs_grad:
             grad_hidden = torch.empty_like(hidden)
             grad_weight = empty_large(weight.shape, weight)
-            grad_bias = torch.zeros_like(bias)
-        torch.addmm(bias, hidden, weight.t(), out=logits)  # one matmul: W is read once
+            if bias is not None and bias.requires_grad:  # not BART's final_logits_bias buffer
+                grad_bias = torch.zeros_like(bias)
+        if bias is None:
+            torch.mm(hidden, weight.t(), out=logits)  # one matmul: W is read once
+        else:
+            torch.addmm(bias, hidden, weight.t(), out=logits)
         for start in range(0, n, rows):
             stop = min(n, start + rows)
             chunk, h, t = logits[start:stop], hidden[start:stop], targets[start:stop]
@@ -160,7 +166,8 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             g[index, t] -= 1.0  # G = softmax - onehot
             torch.mm(g, weight, out=grad_hidden[start:stop])
             grad_weight.addmm_(g.t(), h, beta=0.0 if start == 0 else 1.0)  # beta 0: first chunk overwrites
-            grad_bias += g.sum(0)
+            if grad_bias is not None:
+                grad_bias += g.sum(0)
         ctx.set_materialize_grads(False)
         ctx.n = n
         if needs_grad:
@@ -177,17 +184,19 @@ class _DecoderCrossEntropy(torch.autograd.Function):
         if ctx.grads is None:
             raise RuntimeError("decoder_cross_entropy supports one backward per forward (no retain_graph)")
         (grad_hidden, grad_weight, grad_bias), ctx.grads = ctx.grads, None
+        grads = [grad for grad in (grad_hidden, grad_weight, grad_bias) if grad is not None]
         if grad_loss is None:
-            for grad in (grad_hidden, grad_weight, grad_bias):
+            for grad in grads:
                 grad.zero_()
         else:
             scale = grad_loss / ctx.n
-            for grad in (grad_hidden, grad_weight, grad_bias):
+            for grad in grads:
                 grad.mul_(scale)
         if grad_logits is not None:  # the logits were used too: add their gradient
             grad_hidden.addmm_(grad_logits, weight)
             grad_weight.addmm_(grad_logits.t(), hidden)
-            grad_bias += grad_logits.sum(0)
+            if grad_bias is not None:
+                grad_bias += grad_logits.sum(0)
         return grad_hidden, grad_weight, grad_bias, None, None
 
 

@@ -348,7 +348,7 @@ class _CausalLM(_GPTHeadModel, GenerationMixin):
         if not bool(keep.all()):
             hidden, targets = hidden[keep], targets[keep]
         weight = self.get_output_embeddings()
-        loss, _ = decoder_cross_entropy(hidden, weight, weight.new_zeros(weight.shape[0]), targets)
+        loss, _ = decoder_cross_entropy(hidden, weight, None, targets)  # GPT's head has no bias
         return loss
 
 

@@ -229,9 +229,8 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
         if self.config.scale_decoder_outputs:
             decoder_hidden = decoder_hidden * self.config.d_model**-0.5
         weight = self.output_embeddings()
-        no_bias = weight.new_zeros(weight.shape[0])  # T5's head has none
-        loss, logits = decoder_cross_entropy(decoder_hidden.reshape(-1, decoder_hidden.shape[-1]), weight, no_bias,
-                                             labels.reshape(-1))
+        loss, logits = decoder_cross_entropy(decoder_hidden.reshape(-1, decoder_hidden.shape[-1]), weight, None,
+                                             labels.reshape(-1))  # T5's head has no bias
         return loss, logits.view(*labels.shape, -1)
 
     def forward(
