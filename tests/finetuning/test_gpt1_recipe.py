@@ -325,3 +325,29 @@ def test_a_kogpt2_shaped_folder_loads_generates_and_fine_tunes(tmp_path, capsys)
         expected = torch.softmax(ref(**enc).logits, -1)[0]
     assert result["scores"]["1"] == pytest.approx(float(expected[1]), abs=1e-5)
     shutil.rmtree(out)
+
+
+def test_auxiliary_lm_loss_is_the_next_token_cross_entropy_over_real_tokens():
+    """The fused head + loss equals logits through the tied embeddings and F.cross_entropy
+    over the unpadded next tokens, in value and in its gradient to the final states."""
+    import torch.nn.functional as F
+
+    from bertkit import GPT2Config, GPT2ForSequenceClassification
+    from bertkit.tasks.gpt1_recipe import auxiliary_lm_loss
+
+    torch.manual_seed(0)
+    model = GPT2ForSequenceClassification(GPT2Config(vocab_size=97, n_embd=32, n_layer=1, n_head=2, n_positions=16))
+    ids = torch.randint(0, 97, (3, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    states = torch.randn(3, 9, 32, requires_grad=True)
+    loss, count = auxiliary_lm_loss(model, states, ids, mask)
+    loss.backward()
+    reference_states = states.detach().clone().requires_grad_()
+    logits = reference_states[:, :-1] @ model.get_input_embeddings().weight.t()
+    targets = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)
+    reference = F.cross_entropy(logits.reshape(-1, 97), targets.reshape(-1))
+    reference.backward()
+    assert count == 3 * 8 - 3
+    torch.testing.assert_close(loss, reference)
+    torch.testing.assert_close(states.grad, reference_states.grad, atol=1e-6, rtol=1e-5)

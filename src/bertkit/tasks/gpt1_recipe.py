@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.model.heads import decoder_cross_entropy
 
 START, DELIM, EXTRACT = "<start>", "<delim>", "<extract>"
 GPT1_TOKENS = (START, DELIM, EXTRACT)
@@ -178,5 +179,8 @@ def auxiliary_lm_loss(model: nn.Module, final_states: torch.Tensor, input_ids: t
     count = float(keep.sum())
     if not count:
         return final_states.sum() * 0.0, 0.0
-    logits = hidden[keep] @ weight.t()  # (n, V)
+    if hidden.dtype == torch.float32 and not torch.is_autocast_enabled(hidden.device.type):
+        loss, _ = decoder_cross_entropy(hidden[keep], weight, None, targets[keep])  # the head and the loss fused
+        return loss, count
+    logits = hidden[keep] @ weight.t()  # (n, V) in half precision: the loss in fp32
     return F.cross_entropy(logits.float(), targets[keep]), count
