@@ -159,6 +159,23 @@ def xlnet_step_flops(config: dict, batch_size: int, seq_len: int, predicted: flo
     return 6.0 * ((layers - 1) * content + last_content + layers * (query + positions) + predicted * d * v)
 
 
+def bilm_step_flops(config: dict, batch_size: int, words: int, chars: int, predicted: float) -> float:
+    """Matmul FLOPs of an ELMo biLM step (forward + backward) on a batch of `batch_size`
+    sentences padded to `words` words (markers included) of `chars` character columns (after
+    the character CNN's crop), with `predicted` softmax targets over both directions. Per word
+    (padding words too: the CNN and the LSTMs run over them): each (width k, count n) filter
+    (chars - k + 1) n k E, each highway layer 2 F^2 (F filters), the projection F P; per
+    direction and layer an LSTMP step 4 c P (input) + 4 c P (state) + c P (projection); the
+    shared softmax P V at each target. x 6 for a training step. (ELMo is no Transformer, so
+    not one of step_flops' objectives: its cost depends on words and characters, not tokens.)"""
+    e, p, c, v = config["char_embedding_dim"], config["projection_dim"], config["cell_size"], config["n_tokens_vocab"]
+    filters = sum(count for _, count in config["filters"])
+    convolution = sum((chars - width + 1) * count * width * e for width, count in config["filters"])
+    token_layer = convolution + config["n_highway"] * 2 * filters * filters + filters * p
+    lstms = 2 * config["num_layers"] * 9 * c * p
+    return 6.0 * (float(batch_size * words) * (token_layer + lstms) + predicted * p * v)
+
+
 # ---------------------------------------------------------------------------- subsets (pure)
 
 
