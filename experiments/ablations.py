@@ -1127,6 +1127,46 @@ def cmd_spans(args: argparse.Namespace) -> None:
             print(run + ": " + ", ".join(f"{k} {v['accuracy']:.1f}% of {v['targets']}" for k, v in result.items()))
 
 
+def denoising_scores(run: Path, data: Path, settings: dict, batch_size: int = 32) -> dict:
+    """A BART run's held-out target loss and token accuracy (%) on every eval document of
+    `data` noised with `settings` (`objective.NAME` values) from the evaluation seed: one
+    yardstick for models pre-trained with different noising."""
+    import torch
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.model.bart import BartForConditionalGeneration
+    from bertkit.objectives.bart import BartObjective, BartSettings
+
+    model = BartForConditionalGeneration.from_pretrained(run).eval()
+    objective = BartObjective(model, PretrainingDataset.open(data), PretrainingDataset.open(data, "eval"),
+                              MaskingConfig(), seed=0, settings=BartSettings(**settings))
+    loss_sum, right, total = 0.0, 0, 0
+    count = objective.num_eval_examples()
+    with torch.inference_mode():
+        for start in range(0, count, batch_size):
+            batch = objective.collate([objective.eval_example(i) for i in range(start, min(count, start + batch_size))])
+            out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+            target = batch["labels"] != -100
+            loss_sum += float(out.loss) * int(target.sum())
+            right += int(((out.logits.argmax(-1) == batch["labels"]) & target).sum())
+            total += int(target.sum())
+    return {"loss": loss_sum / total, "token_accuracy": 100.0 * right / total, "targets": total, "documents": count}
+
+
+def cmd_noising(args: argparse.Namespace) -> None:
+    """(h): every BART arm's held-out loss / token accuracy under each of the noising arms' noising."""
+    noisings = {arm: BART["noising"][arm] for arm in ("bart_infill_perm", "bart_infill", "bart_mask")}
+    print("| run | " + " | ".join(f"held-out noised as {arm}: loss / acc" for arm in noisings) + " |")
+    print("|---|" + "---:|" * len(noisings))
+    for run in ("pt-bart", "pt-bart_infill_perm", "pt-bart_infill", "pt-bart_mask", "pt-bart_random"):
+        if (args.work_dir / "runs" / run / "final").exists():
+            cells = [denoising_scores(args.work_dir / "runs" / run / "final", args.work_dir / "data-bart", settings)
+                     for settings in noisings.values()]
+            print(f"| {run} | " + " | ".join(f"{c['loss']:.3f} / {c['token_accuracy']:.1f}" for c in cells) + " |",
+                  flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
@@ -1179,6 +1219,8 @@ def main(argv: list[str] | None = None) -> None:
                         ).set_defaults(func=cmd_detect)
     commands.add_parser("spans", help="T5 arm: held-out accuracy on sentinels/EOS vs the spans' own tokens"
                         ).set_defaults(func=cmd_spans)
+    commands.add_parser("noising", help="(h) BART arms: held-out loss / accuracy under each arm's noising"
+                        ).set_defaults(func=cmd_noising)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)
