@@ -1,4 +1,4 @@
-"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d); issues 16 and 17: (f)) for docs/ablations.md.
+"""The seeds' ablations at small scale (issue 9, deliverable 7 (a)-(d); issues 16 and 17: (f); 31: (g); 32: (h)) for docs/ablations.md.
 
     .venv/bin/python experiments/ablations.py list                 # the steps, done or not
     .venv/bin/python experiments/ablations.py run all --jobs 2     # run what is not done (resumable)
@@ -41,6 +41,14 @@ Setup (all knobs are flags; the defaults are the budget of docs/ablations.md):
   recipe (<start>/<delim>/<extract>, auxiliary LM loss 0.5, classifier dropout 0.1) with the
   other arms' lr, epochs, batch, warm-up and seeds; its control is the same decoder with
   random weights.
+- (h) BART's denoising (issue 32): `--preset bart-tiny` (d_model 128, 2 + 2 layers, 2 heads, FFN
+  512) pre-trained with `--objective bart` on packed data of the same corpus with its own
+  byte-level BPE (`--layout bart`, --vocab-size): the published recipe (infilling + sentence
+  permutation) for the steps whose FLOPs (`step_flops("bart")`, at the padded batch shapes the
+  objective's noising gives) equal pt-mlm's, and the noising comparison (the recipe, infilling
+  only, token masking only) at --bart-noising-share of them; fine-tuned through `finetune glue`
+  (BartForSequenceClassification) with the other arms' settings and seeds; its control is the
+  same model with random weights.
 """
 
 from __future__ import annotations
@@ -88,12 +96,14 @@ def step_flops(objective: str, config: dict, batch_size: int, seq_len: int, mask
     config: the (discriminator's) config fields hidden_size, intermediate_size,
     num_hidden_layers, vocab_size (and embedding_size for electra); masked: positions with an
     MLM label in the batch; predicted: ltr's labelled positions (default B x (T - 1)), xlnet's
-    targets; generator: electra's generator config fields; t5: config holds T5Config's fields,
-    seq_len is the (corrupted) input length and target_len the decoder's. Embedding lookups, norms, softmax and the
-    optimizer are not counted.
+    targets; generator: electra's generator config fields; t5 / bart: config holds T5Config's /
+    BartConfig's fields, seq_len is the (corrupted / noised) input length and target_len the
+    decoder's. Embedding lookups, norms, softmax and the optimizer are not counted.
     """
     if objective == "t5":
         return t5_step_flops(config, batch_size, seq_len, target_len)
+    if objective == "bart":
+        return bart_step_flops(config, batch_size, seq_len, target_len)
     if objective == "xlnet":
         return xlnet_step_flops(config, batch_size, seq_len, predicted)
     if objective == "clm":  # a GPT: FFN 4H, the tied LM head on every position
@@ -120,22 +130,40 @@ def step_flops(objective: str, config: dict, batch_size: int, seq_len: int, mask
 
 
 def t5_step_flops(config: dict, batch_size: int, input_len: int, target_len: int) -> float:
-    """Matmul FLOPs of a T5 span-corruption step: the encoder on `input_len` tokens, the
-    decoder on `target_len` tokens (self-attention, cross-attention to the encoder's
-    outputs: queries and output at the targets, keys and values at the inputs) and the LM
-    head at every target. Multiply-adds per token and layer: projections 4 d a (a = heads x
-    d_kv), FFN 2 d f (3 d f gated), attention 2 a per key; x 6 for a training step."""
-    d, f, a, v = config["d_model"], config["d_ff"], config["num_heads"] * config["d_kv"], config["vocab_size"]
+    """Matmul FLOPs of a T5 span-corruption step: `encoder_decoder_flops` with T5's sizes
+    (heads x d_kv may differ from d_model; FFN 3 d f when gated)."""
     enc_layers = config["num_layers"]
     dec_layers = enc_layers if config.get("num_decoder_layers") is None else config["num_decoder_layers"]
-    ffn = (3 if config.get("feed_forward_proj", "relu").startswith("gated") else 2) * d * f
+    ffn = (3 if config.get("feed_forward_proj", "relu").startswith("gated") else 2) * config["d_model"] * config["d_ff"]
+    return encoder_decoder_flops(config["d_model"], config["num_heads"] * config["d_kv"], (enc_layers, dec_layers),
+                                 (ffn, ffn), config["vocab_size"], batch_size, input_len, target_len)
+
+
+def bart_step_flops(config: dict, batch_size: int, input_len: int, target_len: int) -> float:
+    """Matmul FLOPs of a BART denoising step: `encoder_decoder_flops` with BartConfig's sizes
+    (heads x head size = d_model; FFN 2 d f, its own width in encoder and decoder), the tied LM
+    head on every target position (bertkit's BART scores the padded ones too)."""
+    d = config["d_model"]
+    return encoder_decoder_flops(d, d, (config["encoder_layers"], config["decoder_layers"]),
+                                 (2 * d * config["encoder_ffn_dim"], 2 * d * config["decoder_ffn_dim"]),
+                                 config["vocab_size"], batch_size, input_len, target_len)
+
+
+def encoder_decoder_flops(d: int, a: int, layers: tuple[int, int], ffn: tuple[int, int], vocab_size: int,
+                          batch_size: int, input_len: int, target_len: int) -> float:
+    """Matmul FLOPs of an encoder-decoder training step: the encoder on `input_len` tokens, the
+    decoder on `target_len` tokens (self-attention, cross-attention to the encoder's outputs:
+    queries and output at the targets, keys and values at the inputs) and the LM head at every
+    target. Multiply-adds per token and layer: projections 4 d a (a = heads x head size), FFN
+    `ffn` (encoder's, decoder's), attention 2 a per key; x 6 for a training step."""
+    enc_layers, dec_layers = layers
     inputs, targets = float(batch_size * input_len), float(batch_size * target_len)
-    encoder = inputs * enc_layers * (4 * d * a + ffn + 2 * input_len * a)
+    encoder = inputs * enc_layers * (4 * d * a + ffn[0] + 2 * input_len * a)
     decoder = targets * dec_layers * (4 * d * a + 2 * target_len * a  # self-attention
                                       + 2 * d * a + 2 * input_len * a  # cross-attention: q, o, scores, values
-                                      + ffn)
+                                      + ffn[1])
     decoder += inputs * dec_layers * 2 * d * a  # cross-attention keys and values of the encoder's outputs
-    return 6.0 * (encoder + decoder + targets * d * v)
+    return 6.0 * (encoder + decoder + targets * d * vocab_size)
 
 
 def xlnet_step_flops(config: dict, batch_size: int, seq_len: int, predicted: float) -> float:
@@ -256,9 +284,14 @@ ARMS = {
     "xlnet": ("xlnet", "data-xlnet", "", "f"),
     "ltr_flops": ("ltr", "data", "token", "f"),  # (a)'s left-to-right LM, here at (f)'s equal FLOPs
     "gpt1": ("clm", "data-gpt1", "", "g"),  # (g): a GPT-1-shaped decoder, causal LM, equal FLOPs
+    # (h): BART's denoising at equal FLOPs, and its noising functions (BART["noising"]) side by side
+    "bart": ("bart", "data-bart", "", "h"),
+    "bart_infill_perm": ("bart", "data-bart", "", "h"),
+    "bart_infill": ("bart", "data-bart", "", "h"),
+    "bart_mask": ("bart", "data-bart", "", "h"),
 }
 # arms whose step count is set so that their FLOPs equal pt-mlm's
-FLOPS_MATCHED = ("electra", "t5", "xlnet", "ltr_flops", "gpt1")
+FLOPS_MATCHED = ("electra", "t5", "xlnet", "ltr_flops", "gpt1", "bart", "bart_infill_perm", "bart_infill", "bart_mask")
 ARM_TASKS = {"mlm_nsp": "mrpc sst2 qnli", "mlm": "mrpc sst2 qnli", "ltr": "mrpc sst2 qnli",
              "electra": "mrpc sst2", "wwm": "sst2", "dynamic": "sst2", "static": "sst2", "random": "mrpc sst2 qnli"}
 # (f)'s arms: each its own Unigram tokenizer (`--layout`) and data format; the preset None = --preset
@@ -272,6 +305,15 @@ FINETUNE["ltr_flops"] = ("ltr_flops", "glue")  # its control is (a)'s random ini
 # (g): GPT-1's shape at the BERT arm's size (2 x 128, 2 heads, FFN 512), its byte-level BPE, and its control
 GPT1 = {"preset": "gpt1-mini", "sizes": {"n_embd": 128, "n_layer": 2, "n_head": 2}, "tasks": ("mrpc", "sst2")}
 GPT1_FINETUNE = {"gpt1": "pt-gpt1", "gpt1_random": "pt-gpt1_random"}
+# (h): `--preset bart-tiny` as it is (d_model 128, 2 + 2 layers, 2 heads, FFN 512: the other arms'
+# size), its byte-level BPE in BART's layout; the noising arms' `--set objective.NAME=VALUE`.
+# The published recipe (the objective's defaults: infilling with Poisson(3) spans over 30% of the
+# tokens, every sentence permuted) is `bart`, at pt-mlm's FLOPs; the noising comparison
+# (bart_infill_perm = the recipe, bart_infill, bart_mask) runs at --bart-noising-share of them
+# (at 1.0, `bart` is its recipe arm and bart_infill_perm is not run).
+BART = {"preset": "bart-tiny", "tasks": ("mrpc", "sst2"),
+        "noising": {"bart": {}, "bart_infill_perm": {}, "bart_infill": {"permute_sentences": 0.0},
+                    "bart_mask": {"permute_sentences": 0.0, "mask_length": "token"}}}
 
 
 def build_steps(args: argparse.Namespace) -> dict[str, Step]:
@@ -296,7 +338,7 @@ def build_steps(args: argparse.Namespace) -> dict[str, Step]:
                 for task in ARM_TASKS[arm].split():
                     table.append(Step(f"ft-{arm}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
                                       {"arm": arm, "task": task, "seed": seed}))
-    return {s.name: s for s in table + successor_steps(args) + gpt1_steps(args)}
+    return {s.name: s for s in table + successor_steps(args) + gpt1_steps(args) + bart_steps(args)}
 
 
 def gpt1_steps(args: argparse.Namespace) -> list[Step]:
@@ -312,6 +354,45 @@ def gpt1_steps(args: argparse.Namespace) -> list[Step]:
             for task in GPT1["tasks"]:
                 table.append(Step(f"ft-{variant}-{task}-s{seed}", "finetune", (model,),
                                   {"arm": variant, "pretrained": "gpt1", "model": model, "task": task, "seed": seed}))
+    return table
+
+
+def bart_noising_arms(args: argparse.Namespace) -> tuple[str, ...]:
+    """(h)'s noising comparison: the recipe, infilling only, token masking, at one budget."""
+    return ("bart" if bart_noising_share(args) == 1.0 else "bart_infill_perm", "bart_infill", "bart_mask")
+
+
+def bart_noising_share(args: argparse.Namespace) -> float:
+    """--bart-noising-share (1.0 for a namespace built without it)."""
+    return getattr(args, "bart_noising_share", 1.0)
+
+
+def bart_steps(args: argparse.Namespace) -> list[Step]:
+    """(h): a byte-level BPE in BART's layout, packed data, `bart` at pt-mlm's FLOPs and its
+    random control, the noising arms at --bart-noising-share of those FLOPs; fine-tuning in the
+    order a cut-short run should lose last: the main arm and its control with every seed, then
+    the noising arms (SST-2 with every seed before MRPC)."""
+    table = [Step("tok-bart", "tokenizer", (), {"layout": "bart", "algorithm": "bbpe"}),
+             Step("data-bart", "data", ("tok-bart",), {"tokenizer": "tok-bart", "format": "packed"})]
+    noising = [arm for arm in bart_noising_arms(args) if arm != "bart"]
+    pretrain = {arm: Step(f"pt-{arm}", "pretrain", ("data-bart", "pt-mlm"),
+                          {"arm": arm, "objective": "bart", "data": "data-bart", "masking": "",
+                           "settings": BART["noising"][arm],
+                           "flops_share": 1.0 if arm == "bart" else bart_noising_share(args)})
+                for arm in ("bart", *noising)}
+    table += [pretrain["bart"], Step("pt-bart_random", "random", ("pt-bart",), {"arm": "bart_random", "source": "pt-bart"})]
+    for seed in args.seeds:
+        for variant in ("bart", "bart_random"):
+            for task in BART["tasks"]:
+                table.append(Step(f"ft-{variant}-{task}-s{seed}", "finetune", (f"pt-{variant}",),
+                                  {"arm": variant, "pretrained": "bart", "model": f"pt-{variant}", "task": task,
+                                   "seed": seed}))
+    table += [pretrain[arm] for arm in noising]  # (a runner with --jobs 2 starts the first beside pt-bart)
+    for task in reversed(BART["tasks"]):
+        for seed in args.seeds:
+            for arm in noising:
+                table.append(Step(f"ft-{arm}-{task}-s{seed}", "finetune", (f"pt-{arm}",),
+                                  {"arm": arm, "pretrained": arm, "model": f"pt-{arm}", "task": task, "seed": seed}))
     return table
 
 
@@ -346,12 +427,12 @@ def successor_steps(args: argparse.Namespace) -> list[Step]:
 
 
 def select(names: list[str], steps: dict[str, Step]) -> list[str]:
-    """Step names for the request (names, `all`, or ablation letters a-d, f) plus their dependencies, in table order."""
+    """Step names for the request (names, `all`, or ablation letters a-d, f-h) plus their dependencies, in table order."""
     wanted: set[str] = set()
     for name in names:
         if name == "all":
             wanted |= set(steps)
-        elif name in ("a", "b", "c", "d", "f", "g"):
+        elif name in ("a", "b", "c", "d", "f", "g", "h"):
             arms = {arm for arm, spec in ARMS.items() if name in spec[3]}
             wanted |= {n for n, s in steps.items() if s.options.get("pretrained", s.options.get("arm")) in arms}
         elif name in steps:
@@ -386,11 +467,14 @@ def config_fields(run: Path) -> dict:
     return json.loads((run / "final" / "config.json").read_text())
 
 
-def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_len: float) -> float:
+def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_len: float,
+                   bart_shapes: list[tuple[int, int]] | None = None) -> float:
     """FLOPs of one step of `objective` at this experiment's batch: sequences padded to
     max_seq_length, 15% of the non-special tokens (mean_len - 3 per NSP instance) masked;
     t5: inputs of max_seq_length, the targets T5's length helper gives (0.15 noise, spans of
-    3); xlnet: num_predict targets per full-length sequence, in proportion for shorter ones."""
+    3); xlnet: num_predict targets per full-length sequence, in proportion for shorter ones;
+    bart: the mean over `bart_shapes`, the (input, target) padded lengths of sampled batches
+    (`bart_batch_shapes`)."""
     from bertkit.model.electra.config import generator_config
     from bertkit.model.electra import ElectraConfig
     from bertkit.objectives.t5 import T5Settings, input_and_target_lengths
@@ -400,6 +484,9 @@ def pretrain_flops(objective: str, config: dict, args: argparse.Namespace, mean_
         noise = T5Settings()
         _, target_len = input_and_target_lengths(args.max_seq_length, noise.noise_density, noise.mean_noise_span_length)
         return step_flops("t5", config, args.batch_size, args.max_seq_length, 0.0, target_len=target_len)
+    if objective == "bart":
+        return float(np.mean([step_flops("bart", config, args.batch_size, inputs, 0.0, target_len=targets)
+                              for inputs, targets in bart_shapes]))
     if objective == "xlnet":
         share = min(1.0, mean_len / args.max_seq_length)
         predicted = args.batch_size * XLNetSettings().resolved_num_predict(args.max_seq_length) * share
@@ -464,6 +551,27 @@ def shown(command: list[str], work: Path) -> str:
     return " ".join(command).replace(BERTKIT, "bertkit").replace(str(DATA), "$DATA").replace(str(work), "$WORK")
 
 
+def bart_batch_shapes(data: Path, settings: dict, batch_size: int, seed: int,
+                      batches: int = 64) -> list[tuple[int, int]]:
+    """(input, target) lengths, padded as bertkit's BART objective collates them, of `batches`
+    random training batches of `data` noised with `settings` (`objective.NAME` values; the
+    recipe's defaults otherwise), drawn from `seed`: the shapes its training steps run at
+    (the noised input is shorter than the document with infilling: each span one <mask>)."""
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.objectives.bart import BartObjective, BartSettings
+
+    train = PretrainingDataset.open(data)
+    objective = BartObjective(None, train, None, MaskingConfig(), seed, settings=BartSettings(**settings))
+    rng = np.random.default_rng(seed)
+    shapes = []
+    for _ in range(batches):
+        picks = rng.choice(len(train), size=min(batch_size, len(train)), replace=False)
+        batch = objective.collate([objective.example(train, int(i), 0, seed) for i in picks])
+        shapes.append((int(batch["input_ids"].shape[1]), int(batch["labels"].shape[1])))
+    return shapes
+
+
 def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     work = args.work_dir
     arm, objective, data = step.options["arm"], step.options["objective"], step.options["data"]
@@ -473,11 +581,18 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     steps = args.pretrain_steps
     entry: dict = {"step": step.name, "arm": arm, "objective": objective, "data": data,
                    "masking": step.options["masking"], "mean_len": round(mean_len, 1)}
-    preset = SUCCESSORS.get(arm, {}).get("preset") or (GPT1["preset"] if objective == "clm" else args.preset)
+    preset = SUCCESSORS.get(arm, {}).get("preset") or {"clm": GPT1["preset"], "bart": BART["preset"]}.get(
+        objective, args.preset)
+    settings = step.options.get("settings", {})  # (h): the noising arm's objective settings
+    shapes = None
+    if objective == "bart":
+        shapes = bart_batch_shapes(work / data, settings, args.batch_size, args.seed)
+        entry.update(settings=settings, mean_padded_input=float(np.mean([s[0] for s in shapes])),
+                     mean_padded_target=float(np.mean([s[1] for s in shapes])))
     if arm in FLOPS_MATCHED:  # equal FLOPs with the MLM arm
         mlm = read_results(work)["pt-mlm"]
         mlm_run = work / "runs" / "pt-mlm"
-        if objective in ("t5", "xlnet", "clm") or not (mlm_run / "final").exists():  # (a work folder seeded with its line)
+        if objective in ("t5", "xlnet", "clm", "bart") or not (mlm_run / "final").exists():  # (a work folder seeded with its line)
             planned = preset_config(objective, preset, work / data)
         else:  # the same sizes as pt-mlm
             planned = config_fields(mlm_run)
@@ -485,8 +600,11 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
             planned = {**planned, "embedding_size": planned.get("embedding_size") or planned["hidden_size"]}
         # electra: pt-mlm's total; the others: --pretrain-steps of pt-mlm's step (the same when pt-mlm ran them)
         budget = mlm["flops_total"] if objective == "electra" else mlm["flops_per_step"] * args.pretrain_steps
-        steps = max(1, round(budget / pretrain_flops(objective, planned, args, mean_len)))
+        budget *= step.options.get("flops_share", 1.0)  # (h): the noising comparison's smaller budget
+        steps = max(1, round(budget / pretrain_flops(objective, planned, args, mean_len, shapes)))
         entry["flops_matched_to"] = "pt-mlm"
+        if step.options.get("flops_share", 1.0) != 1.0:
+            entry["flops_share"] = step.options["flops_share"]
     pinned = recorded_steps(args.pin_steps) if args.pin_steps is not None else {}
     if step.name in pinned:  # rebuild a recorded run's model
         steps, entry["steps_pinned_from"] = pinned[step.name], args.pin_steps.name
@@ -502,6 +620,7 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
         command += ["--generator-size", str(args.generator_size)]
     if objective == "clm":
         command += [f"--set=model.{name}={value}" for name, value in GPT1["sizes"].items()]
+    command += [f"--set=objective.{name}={value}" for name, value in settings.items()]
     if any(output.glob("checkpoint-*")):
         command.append("--resume")
     elif output.exists():
@@ -510,7 +629,7 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     config = config_fields(output)
     if objective == "electra":
         config.setdefault("embedding_size", config["hidden_size"])
-    per_step = pretrain_flops(objective, config, args, mean_len)
+    per_step = pretrain_flops(objective, config, args, mean_len, shapes)
     lines = read_metrics(output)
     evals = [r for r in lines if any(k.startswith("eval_") for k in r)]
     train = [r for r in lines if "loss" in r]
@@ -546,6 +665,10 @@ def preset_config(objective: str, preset: str, data: Path) -> dict:
         from bertkit.model.gpt.config import OPENAI_GPT_PRESETS
 
         return {**OPENAI_GPT_PRESETS[preset], **GPT1["sizes"], "vocab_size": vocab_size}
+    if objective == "bart":  # (h): the preset as it is
+        from bertkit.model.bart.config import BART_PRESETS
+
+        return {**BART_PRESETS[preset], "vocab_size": vocab_size}
     if objective not in ("t5", "xlnet"):  # a BERT-shaped arm: the preset's BertConfig
         return BertConfig.from_preset(preset, vocab_size=vocab_size).to_dict()
     sizes = T5_PRESETS[preset] if objective == "t5" else XLNetConfig.presets[preset]
@@ -702,6 +825,10 @@ ABLATIONS = {
     "f": ("(f) T5 span corruption and XLNet's permutation LM vs MLM at equal pre-training FLOPs",
           ("t5_cls", "t5_t2t", "xlnet", "mlm", "mlm_nsp", "ltr_flops", "ltr", "t5_cls_random", "t5_t2t_random", "xlnet_random",
            "random")),
+    # (h): its tasks only (the recorded MLM and T5 rows have QNLI too)
+    "h": ("(h) BART denoising vs T5 span corruption vs BERT MLM, and BART's noising functions",
+          ("bart", "t5_cls", "t5_t2t", "mlm", "mlm_nsp", "bart_infill_perm", "bart_infill", "bart_mask", "bart_random",
+           "t5_cls_random", "random"), ("mrpc", "sst2")),
 }
 ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "ltr": "left-to-right LM",
              "electra": "ELECTRA (gen 0.25)", "wwm": "MLM, whole-word masking", "dynamic": "MLM, dynamic (slice)",
@@ -711,7 +838,11 @@ ARM_NAMES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only (sub-token, dynamic)", "lt
              "ltr_flops": "left-to-right LM, equal FLOPs",
              "t5_cls_random": "no pre-training: T5 encoder + head", "t5_t2t_random": "no pre-training: T5 text-to-text",
              "xlnet_random": "no pre-training: XLNet",
-             "gpt1": "GPT-1 decoder, causal LM (GPT-1's fine-tuning recipe)", "gpt1_random": "no pre-training: GPT-1 decoder"}
+             "gpt1": "GPT-1 decoder, causal LM (GPT-1's fine-tuning recipe)", "gpt1_random": "no pre-training: GPT-1 decoder",
+             "bart": "BART: infilling + sentence permutation (the recipe)",
+             "bart_infill_perm": "BART noising: infilling + permutation (the recipe)",
+             "bart_infill": "BART noising: text infilling only", "bart_mask": "BART noising: token masking only",
+             "bart_random": "no pre-training: BART"}
 # the held-out accuracy of each objective's own prediction task (eval split, last evaluation)
 HELD_OUT = ("eval_mlm_accuracy", "eval_lm_accuracy", "eval_token_accuracy", "eval_plm_accuracy", "eval_accuracy")
 
@@ -719,8 +850,9 @@ HELD_OUT = ("eval_mlm_accuracy", "eval_lm_accuracy", "eval_token_accuracy", "eva
 def cmd_table(args: argparse.Namespace) -> None:
     results = read_results(args.work_dir)
     table = scores(results)
-    for key, (title, arms) in ABLATIONS.items():
-        tasks = [t for t in TASKS if any((arm, t, TASKS[t][0]) in table for arm in arms if arm != "random")]
+    for key, (title, arms, *only) in ABLATIONS.items():
+        tasks = [t for t in (only[0] if only else TASKS)
+                 if any((arm, t, TASKS[t][0]) in table for arm in arms if arm != "random")]
         columns = [(t, m) for t in tasks for m in TASKS[t]]
         print(f"\n#### {title}\n")
         print("| arm | pre-training steps | tokens seen | train FLOPs | wall | held-out acc | " +
@@ -764,8 +896,9 @@ def cmd_plots(args: argparse.Namespace) -> None:
 
     results = read_results(args.work_dir)
     table = scores(results)
-    for key, (title, arms) in ABLATIONS.items():
-        columns = [(t, TASKS[t][0]) for t in TASKS if any((a, t, TASKS[t][0]) in table for a in arms if a != "random")]
+    for key, (title, arms, *only) in ABLATIONS.items():
+        columns = [(t, TASKS[t][0]) for t in (only[0] if only else TASKS)
+                   if any((a, t, TASKS[t][0]) in table for a in arms if a != "random")]
         if not columns:
             continue
         figure = new_figure(8, 4.2)
@@ -1011,6 +1144,46 @@ def cmd_spans(args: argparse.Namespace) -> None:
             print(run + ": " + ", ".join(f"{k} {v['accuracy']:.1f}% of {v['targets']}" for k, v in result.items()))
 
 
+def denoising_scores(run: Path, data: Path, settings: dict, batch_size: int = 32) -> dict:
+    """A BART run's held-out target loss and token accuracy (%) on every eval document of
+    `data` noised with `settings` (`objective.NAME` values) from the evaluation seed: one
+    yardstick for models pre-trained with different noising."""
+    import torch
+
+    from bertkit.data.dataset import PretrainingDataset
+    from bertkit.data.masking import MaskingConfig
+    from bertkit.model.bart import BartForConditionalGeneration
+    from bertkit.objectives.bart import BartObjective, BartSettings
+
+    model = BartForConditionalGeneration.from_pretrained(run).eval()
+    objective = BartObjective(model, PretrainingDataset.open(data), PretrainingDataset.open(data, "eval"),
+                              MaskingConfig(), seed=0, settings=BartSettings(**settings))
+    loss_sum, right, total = 0.0, 0, 0
+    count = objective.num_eval_examples()
+    with torch.inference_mode():
+        for start in range(0, count, batch_size):
+            batch = objective.collate([objective.eval_example(i) for i in range(start, min(count, start + batch_size))])
+            out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+            target = batch["labels"] != -100
+            loss_sum += float(out.loss) * int(target.sum())
+            right += int(((out.logits.argmax(-1) == batch["labels"]) & target).sum())
+            total += int(target.sum())
+    return {"loss": loss_sum / total, "token_accuracy": 100.0 * right / total, "targets": total, "documents": count}
+
+
+def cmd_noising(args: argparse.Namespace) -> None:
+    """(h): every BART arm's held-out loss / token accuracy under each of the noising arms' noising."""
+    noisings = {arm: BART["noising"][arm] for arm in ("bart_infill_perm", "bart_infill", "bart_mask")}
+    print("| run | " + " | ".join(f"held-out noised as {arm}: loss / acc" for arm in noisings) + " |")
+    print("|---|" + "---:|" * len(noisings))
+    for run in ("pt-bart", "pt-bart_infill_perm", "pt-bart_infill", "pt-bart_mask", "pt-bart_random"):
+        if (args.work_dir / "runs" / run / "final").exists():
+            cells = [denoising_scores(args.work_dir / "runs" / run / "final", args.work_dir / "data-bart", settings)
+                     for settings in noisings.values()]
+            print(f"| {run} | " + " | ".join(f"{c['loss']:.3f} / {c['token_accuracy']:.1f}" for c in cells) + " |",
+                  flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/bertkit_ablations"))
@@ -1030,6 +1203,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="pre-train the arms recorded in this results file for their recorded steps (to rebuild "
                              "those models when the FLOPs formula has changed since)")
     budget.add_argument("--generator-size", type=float, default=0.25)
+    budget.add_argument("--bart-noising-share", type=float, default=1.0,
+                        help="(h): the noising comparison's pre-training FLOPs as a share of pt-mlm's (below 1, the "
+                             "recipe runs again at that budget as bart_infill_perm)")
     budget.add_argument("--slice-chars", type=int, default=350_000, help="(c): characters of the corpus slice")
     budget.add_argument("--dupe-factor", type=int, default=20, help="(c): static masking's copies")
     budget.add_argument("--ft-lr", type=float, default=3e-4, help="ELECTRA-Small's fine-tuning lr (1e-4 left every arm at the majority class)")
@@ -1060,6 +1236,8 @@ def main(argv: list[str] | None = None) -> None:
                         ).set_defaults(func=cmd_detect)
     commands.add_parser("spans", help="T5 arm: held-out accuracy on sentinels/EOS vs the spans' own tokens"
                         ).set_defaults(func=cmd_spans)
+    commands.add_parser("noising", help="(h) BART arms: held-out loss / accuracy under each arm's noising"
+                        ).set_defaults(func=cmd_noising)
     plots = commands.add_parser("plots", help="PNG bar charts and pre-training curves")
     plots.add_argument("--out", type=Path, default=REPO / "docs" / "ablations")
     plots.set_defaults(func=cmd_plots)

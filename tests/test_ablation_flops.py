@@ -1,4 +1,4 @@
-"""experiments/ablations.py's FLOPs formulas for the t5 and xlnet arms of ablation (f),
+"""experiments/ablations.py's FLOPs formulas for the t5 and xlnet arms of ablation (f) and the bart arms of (h),
 checked against torch's own count of the models' matmul FLOPs (FlopCounterMode) on one
 forward pass: a training step is 3 forward passes in the formulas."""
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
@@ -91,3 +92,33 @@ def test_unknown_objective_is_refused():
     with pytest.raises(ValueError, match="no FLOPs formula"):
         step_flops("sop", {"hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 8},
                    1, 8, 1.0)
+
+
+@pytest.mark.parametrize("sizes", [{}, {"decoder_layers": 3, "decoder_ffn_dim": 96, "encoder_ffn_dim": 64}])
+def test_bart_formula_matches_the_models_matmuls(sizes):
+    """(h): the encoder on the noised input, the decoder with cross-attention on the target, the
+    tied LM head at every target position; encoder and decoder sizes may differ."""
+    from ablations import bart_step_flops
+
+    from bertkit.model.bart import BartConfig, BartForConditionalGeneration
+
+    fields = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+              "encoder_attention_heads": 2, "decoder_attention_heads": 2, "vocab_size": VOCAB, **sizes}
+    torch.manual_seed(0)
+    model = BartForConditionalGeneration(BartConfig(**fields, max_position_embeddings=64))
+    batch, input_len, target_len = 3, 37, 45  # infilling: the noised input shorter than the document
+    with sdpa_kernel(SDPBackend.MATH):  # the counter sees the math backend's attention matmuls, not the fused kernel's
+        counted = forward_flops(model, input_ids=torch.randint(4, VOCAB, (batch, input_len)),
+                                decoder_input_ids=torch.randint(4, VOCAB, (batch, target_len)))
+    step = step_flops("bart", fields, batch, input_len, 0.0, target_len=target_len)
+    assert step == bart_step_flops(fields, batch, input_len, target_len)
+    assert step / 3 == pytest.approx(counted, rel=1e-6)  # every matmul counted
+
+
+def test_bart_and_t5_share_the_encoder_decoder_count():
+    """A BART config that is T5's in other names (relu FFN, heads x d_kv = d_model) costs the same."""
+    t5 = {"d_model": 64, "d_ff": 128, "num_heads": 4, "d_kv": 16, "num_layers": 2, "num_decoder_layers": 3,
+          "feed_forward_proj": "relu", "vocab_size": VOCAB}
+    bart = {"d_model": 64, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "encoder_layers": 2, "decoder_layers": 3,
+            "vocab_size": VOCAB}
+    assert step_flops("bart", bart, 4, 50, 0.0, target_len=60) == step_flops("t5", t5, 4, 50, 0.0, target_len=60)

@@ -128,3 +128,47 @@ def test_pinned_steps_come_from_the_recorded_pretraining_lines(tmp_path):
     assert recorded_steps(results) == {"pt-xlnet": 1444}
     shipped = recorded_steps(REPO / "docs" / "ablations" / "results_f.jsonl")
     assert shipped["pt-xlnet"] == 1444 and shipped["pt-t5"] == 1156
+
+
+def test_the_bart_arms_of_h_run_at_mlm_s_flops_or_a_share_of_them():
+    """(h): `bart` (the recipe) at pt-mlm's FLOPs with its random control and every seed; the
+    noising comparison (infilling only, token masking) beside it, or, below a share of 1, at
+    that share with the recipe run again as bart_infill_perm; the noising arms' fine-tuning
+    after the main arm's (a cut-short run loses them first, MRPC before SST-2)."""
+    from argparse import Namespace
+
+    from ablations import ARMS, BART, FLOPS_MATCHED, build_steps, select
+
+    full = build_steps(Namespace(seeds=[1, 2]))
+    assert "pt-bart_infill_perm" not in full
+    assert {"pt-bart", "pt-bart_infill", "pt-bart_mask"} <= set(full)
+    assert all(ARMS[arm][0] == "bart" and arm in FLOPS_MATCHED for arm in BART["noising"])
+    assert full["pt-bart_mask"].options["settings"] == {"permute_sentences": 0.0, "mask_length": "token"}
+    assert full["pt-bart"].deps == ("data-bart", "pt-mlm") and full["pt-bart_random"].deps == ("pt-bart",)
+    shared = build_steps(Namespace(seeds=[1, 2], bart_noising_share=0.25))
+    wanted = select(["h"], shared)
+    assert {"tok-bart", "data-bart", "pt-mlm", "pt-bart_random", "pt-bart_infill_perm"} <= set(wanted)
+    assert shared["pt-bart"].options["flops_share"] == 1.0
+    assert {shared[f"pt-{arm}"].options["flops_share"] for arm in ("bart_infill_perm", "bart_infill", "bart_mask")} == {0.25}
+    finetuned = [n for n in wanted if n.startswith("ft-")]
+    main = [n for n in finetuned if n.startswith(("ft-bart-", "ft-bart_random-"))]
+    assert len(main) == 2 * 2 * 2 and finetuned[:len(main)] == main  # the main arm and its control first
+    noising = finetuned[len(main):]
+    assert len(noising) == 3 * 2 * 2 and all("-sst2-" in n for n in noising[:6])
+
+
+def test_bart_steps_are_set_by_the_padded_batch_shapes():
+    """A BART step at (h)'s sizes costs ~3.4x an MLM step (the tied head scores all 128 target
+    positions), less when infilling shortens the input."""
+    from argparse import Namespace
+
+    from ablations import pretrain_flops
+
+    mlm = {**SIZES, "hidden_size": 128, "intermediate_size": 512, "vocab_size": 8192}
+    bart = {"d_model": 128, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512,
+            "vocab_size": 8192}
+    args = Namespace(batch_size=32, max_seq_length=128)
+    masking = pretrain_flops("bart", bart, args, 106.6, [(128, 128)] * 2)
+    infilling = pretrain_flops("bart", bart, args, 106.6, [(110, 128), (112, 128)])
+    assert infilling < masking
+    assert 3.3 < infilling / pretrain_flops("mlm", mlm, args, 119.2) < 3.5
