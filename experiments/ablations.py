@@ -372,7 +372,8 @@ def bart_steps(args: argparse.Namespace) -> list[Step]:
     random control, the noising arms at --bart-noising-share of those FLOPs; fine-tuning in the
     order a cut-short run should lose last: the main arm and its control with every seed, then
     the noising arms (SST-2 with every seed before MRPC)."""
-    table = [Step("tok-bart", "tokenizer", (), {"layout": "bart", "algorithm": "bbpe"}),
+    table = [Step("tok-bart", "tokenizer", (), {"layout": "bart", "algorithm": "bbpe",
+                                                 "lowercase": True}),  # as (h) was recorded
              Step("data-bart", "data", ("tok-bart",), {"tokenizer": "tok-bart", "format": "packed"})]
     noising = [arm for arm in bart_noising_arms(args) if arm != "bart"]
     pretrain = {arm: Step(f"pt-{arm}", "pretrain", ("data-bart", "pt-mlm"),
@@ -512,6 +513,8 @@ def run_step(step: Step, args: argparse.Namespace) -> dict:
                               step.options["layout"]]
             if step.options.get("sentinels"):
                 command[-1:-1] = ["--sentinels", str(step.options["sentinels"])]
+            if step.options.get("lowercase"):
+                command[-1:-1] = ["--lowercase"]
     elif step.kind == "data":
         corpus = CORPUS
         if step.options.get("slice"):

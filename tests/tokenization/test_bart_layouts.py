@@ -39,6 +39,8 @@ def test_layout_specials_template_and_transformers(tmp_path, algorithm, layout):
     assert ours(HELD_OUT[0], HELD_OUT[1])["input_ids"] == theirs(HELD_OUT[0], HELD_OUT[1])["input_ids"]
     config = json.loads((out / "tokenizer_config.json").read_text())
     assert config["bertkit_training"]["layout"] == layout
+    # cased, as BART's and KoBART's published vocabularies (and GPT-2's): "The" is not "the"
+    assert ours("The")["input_ids"] != ours("the")["input_ids"]
 
 
 def test_layout_refused_where_it_does_not_apply(tmp_path):

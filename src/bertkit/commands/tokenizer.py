@@ -63,12 +63,13 @@ def _add_train(commands) -> None:
     p.add_argument("--limit-alphabet", type=int, metavar="N", help="keep only the N most frequent characters")
     text = p.add_argument_group("text normalization (saved with the tokenizer; encoding does the same)")
     text.add_argument(
-        "--cased", action="store_true", help="keep case (default: lowercase as uncased BERT; unigram: see --lowercase)"
+        "--cased", action="store_true", help="keep case (default: lowercase as uncased BERT; cased: see --lowercase)"
     )
     text.add_argument(
         "--lowercase",
         action="store_true",
-        help="unigram: lowercase (default: cased, as XLNet and T5; the albert layout lowercases)",
+        help="lowercase where the default is cased: unigram (as XLNet and T5; the albert layout lowercases) "
+        "and the gpt2, kogpt2, bart and kobart layouts (as their published vocabularies)",
     )
     text.add_argument(
         "--strip-accents",

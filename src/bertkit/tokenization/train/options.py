@@ -201,7 +201,8 @@ class TrainOptions:
             if self.algorithm == "unigram":
                 lowercase = resolve_layout(self.layout, self.sentinels).lowercase
             else:
-                lowercase = self.decoder_layout is None  # GPT-2 and KoGPT2 are cased
+                # GPT-2, KoGPT2, BART and KoBART are cased, as their published vocabularies
+                lowercase = self.decoder_layout is None and self.layout not in SPECIAL_LAYOUTS
             object.__setattr__(self, "text", replace(self.text, lowercase=lowercase))
         if self.text.tokenize_chinese_chars is None:  # resolve the per-algorithm default once
             object.__setattr__(self, "text", replace(self.text, tokenize_chinese_chars=self.algorithm != "bbpe"))
