@@ -82,7 +82,7 @@ def generate_concurrently(base: str, jobs: list[tuple[str, int]], parameters: di
 
 
 @contextlib.contextmanager
-def counting_joins(state, step_seconds: float = 0.01):
+def counting_joins(state, step_seconds: float = 0.05):
     """A list that gets, at every admission of new generation requests, how many rows were
     already decoding (> 0: a request joined a running batch). Each decoding step takes at
     least `step_seconds`, so a busy machine cannot finish one request before the next arrives."""
