@@ -809,13 +809,17 @@ def scores(results: dict[str, dict]) -> dict[tuple[str, str, str], list[float]]:
     return out
 
 
+def mean_and_spread(values: list[float]) -> str:
+    """'mean ± std' of a few seeds' scores (std with ddof=1; no spread for one value)."""
+    v = np.asarray(values)
+    return f"{v.mean():.1f}" + (f" ± {v.std(ddof=1):.1f}" if len(v) > 1 else "")
+
+
 def summary(values: list[float]) -> str:
-    """'mean ± std (min-max, n)' of a few seeds' scores; std with ddof=1."""
+    """'mean ± std (min-max, n)' of a few seeds' scores."""
     if not values:
         return "-"
-    v = np.asarray(values)
-    spread = f" ± {v.std(ddof=1):.1f}" if len(v) > 1 else ""
-    return f"{v.mean():.1f}{spread} ({v.min():.1f}-{v.max():.1f}, n={len(v)})"
+    return f"{mean_and_spread(values)} ({min(values):.1f}-{max(values):.1f}, n={len(values)})"
 
 
 ABLATIONS = {

@@ -36,7 +36,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments"))
-from ablations import CORPUS, bilm_step_flops, data_info, read_metrics, record, shown, step_flops  # noqa: E402
+from ablations import (  # noqa: E402
+    CORPUS, bilm_step_flops, data_info, mean_and_spread, read_metrics, record, shown, step_flops)
 from quality_table import BERTKIT, DATA, ENV, read_results, run_command, write_random_model  # noqa: E402
 from table7_ner import FINETUNE, run_choice, write_subset  # noqa: E402
 
@@ -302,12 +303,10 @@ def held_out(entry: dict) -> str:
 
 
 def f1_summary(values: list[float]) -> str:
-    """'mean ± std (seeds' values)'; std with ddof=1."""
+    """'mean ± std (seeds' values)'."""
     if not values:
         return "-"
-    v = np.asarray(values)
-    spread = f" ± {v.std(ddof=1):.1f}" if len(v) > 1 else ""
-    return f"{v.mean():.1f}{spread} ({', '.join(f'{x:.1f}' for x in values)})"
+    return f"{mean_and_spread(values)} ({', '.join(f'{x:.1f}' for x in values)})"
 
 
 def table_rows(results: dict[str, dict]) -> list[str]:
