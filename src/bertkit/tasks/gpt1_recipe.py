@@ -179,8 +179,6 @@ def auxiliary_lm_loss(model: nn.Module, final_states: torch.Tensor, input_ids: t
     count = float(keep.sum())
     if not count:
         return final_states.sum() * 0.0, 0.0
-    if hidden.dtype == torch.float32 and not torch.is_autocast_enabled(hidden.device.type):
-        loss, _ = decoder_cross_entropy(hidden[keep], weight, None, targets[keep])  # the head and the loss fused
-        return loss, count
-    logits = hidden[keep] @ weight.t()  # (n, V) in half precision: the loss in fp32
-    return F.cross_entropy(logits.float(), targets[keep]), count
+    # the head and the loss fused (under autocast it falls back to F.linear + F.cross_entropy itself)
+    loss, _ = decoder_cross_entropy(hidden[keep], weight, None, targets[keep])
+    return loss, count
