@@ -27,28 +27,12 @@ PATH_FIELDS = ("data", "output_dir", "init_from")  # stored absolute in run_conf
 BUDGET_MAX_STEPS = 1_000_000_000
 
 # `--recipe NAME`: named sets of defaults under the YAML, the flags and `--set` (each field stays overridable).
-# `bert` is the paper's (the dataclass defaults). `budget` is the best measured at equal wall time on a 2-core
-# machine (experiments/budget_recipes.py, docs/pretraining.md): the cramming line's MLM only (no NSP), pre-LN, no
-# dropout, a 10x higher peak lr with a triangular schedule and RoBERTa's beta2, with batches of 16 sequences of
-# 64 tokens (RECIPE_DATA): shorter sequences and more, smaller steps left the unigram plateau that every
-# 128-token arm stayed on (held-out MLM accuracy 28.8% vs 15.1% after 6 minutes on one core).
-RECIPES: dict[str, dict[str, Any]] = {
-    "bert": {},
-    "budget": {
-        "objective": "mlm",
-        # the size that wins at equal time: tiny reached 28.8%, mini 14.6% (344-779 steps), small made 97 steps
-        "preset": "tiny",
-        "batch_size": 16,
-        "lr": 1e-3,
-        "warmup_ratio": 0.1,
-        "adam_beta2": 0.98,
-        "weight_decay": 0.01,
-        "max_grad_norm": 0.5,
-        "mlm_probability": 0.15,
-        "model": {"pre_layer_norm": True, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-    },
-}
-
+# `default` (no --recipe) and `budget` are each family's own (its package's recipes.py, asked through the
+# registry: bertkit.model.recipes), sized by preset and measured (experiments/family_recipes.py,
+# experiments/budget_recipes.py, docs/pretraining.md). `bert` is the paper's BERT defaults (the dataclass
+# defaults) for every objective, what every run used before the families had recipes.
+RECIPE_NAMES = ("default", "bert", "budget")
+BUDGET_OBJECTIVE = "mlm"  # `--recipe budget` without --objective: the cramming line's MLM
 
 # the data each recipe is meant for (`bertkit data build --format F --max-seq-length N`): the demo builds it,
 # and a budget run on other data gets a note (the data is the user's choice; the recipe still runs)
@@ -60,30 +44,66 @@ def recipe_data_note(config: "PretrainConfig") -> str | None:
     from bertkit.data.dataset import PretrainingDataset
 
     if config.recipe != "budget":
-        return None  # `bert` is the plain defaults: every objective and format runs under it
+        return None  # the other recipes run on every objective's formats
     wanted_format, wanted_length = RECIPE_DATA[config.recipe]
     info = PretrainingDataset.open(config.data, "train").info
-    if (info.instance_format, info.max_seq_length) == (wanted_format, wanted_length):
+    if wanted_format not in _objective_formats(config.objective) or (
+            (info.instance_format, info.max_seq_length) == (wanted_format, wanted_length)):
         return None
     return (f"{config.data}: {info.instance_format} instances of {info.max_seq_length} tokens; the budget recipe was "
             f"measured on {wanted_format} instances of {wanted_length} (bertkit data build --format {wanted_format} "
             f"--max-seq-length {wanted_length}), see docs/pretraining.md")
 
 
-def with_recipe(values: dict[str, Any], recipe: str) -> dict[str, Any]:
-    """`values` (YAML and flags) over the recipe's defaults, the recipe's name recorded
-    (it lands in run_config.json and the report); `model` merges key by key."""
-    if recipe not in RECIPES:
-        raise ConfigError(f"--recipe {recipe!r}: must be one of {', '.join(RECIPES)}")
+def _objective_formats(objective: str) -> tuple[str, ...]:
     from bertkit.objectives import get_objective
 
-    defaults = RECIPES[recipe]
-    objective = values.get("objective", defaults.get("objective", PretrainConfig.objective))
-    defaults = get_objective(objective).recipe_defaults(defaults)  # in the objective's model's terms
-    merged = {**defaults, **values, "recipe": recipe}
-    if "model" in defaults and isinstance(values.get("model", {}), dict):
+    return get_objective(objective).data_formats
+
+
+def with_recipe(values: dict[str, Any], recipe: str, overrides: dict[str, str] | None = None) -> dict[str, Any]:
+    """`values` (YAML and flags) over the recipe's defaults for the run's objective and preset, the
+    recipe's name recorded (it lands in run_config.json and the report); `model` merges key by key.
+    The family's recipe comes from the registry (bertkit.model.families.ModelFamily.pretraining_recipe);
+    `overrides` (`--set`) may name the objective or the preset that pick it."""
+    if recipe not in RECIPE_NAMES:
+        raise ConfigError(f"--recipe {recipe!r}: must be one of {', '.join(RECIPE_NAMES)}")
+    merged = {**values, "recipe": recipe}
+    if recipe == "bert":
+        return merged
+    from bertkit.objectives import get_objective
+
+    overrides = overrides or {}
+    default_objective = BUDGET_OBJECTIVE if recipe == "budget" else PretrainConfig.objective
+    objective = overrides.get("objective", values.get("objective", default_objective))
+    objective_cls = get_objective(objective)
+    preset = overrides.get("preset", values.get("preset"))
+    family = objective_cls.model_family(preset)
+    chosen = family.pretraining_recipe(recipe)
+    if chosen is None:
+        return merged
+    if preset is None and not values.get("init_from"):
+        preset = chosen.preset or getattr(objective_cls, "config_defaults", {}).get("preset", PretrainConfig.preset)
+    defaults = chosen.values(None if values.get("init_from") and "preset" not in values else preset)
+    defaults["objective"] = objective
+    merged = {**defaults, **merged}
+    if "model" in defaults and isinstance(values.get("model", {}), dict):  # a non-mapping: validation names it
         merged["model"] = {**defaults["model"], **values.get("model", {})}
     return merged
+
+
+def describe_recipe(config: "PretrainConfig") -> str:
+    """The recipe a run uses, on one line: its name, family and size, and the values that decide learning."""
+    from bertkit.objectives import get_objective
+
+    family = get_objective(config.objective).model_family(config.preset)
+    size = f"from {config.init_from}" if config.init_from else config.preset
+    model = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(config.model.items()))
+    hint = "--recipe bert for the paper's BERT defaults; " if config.recipe != "bert" else ""
+    return (f"recipe {config.recipe} ({family.model_type}, {size}): lr {config.lr:g}, {config.describe_warmup()}, "
+            f"batch {config.batch_size}, weight decay {config.weight_decay:g}, betas ({config.adam_beta1:g}, "
+            f"{config.adam_beta2:g}), grad norm {config.max_grad_norm:g}" + (f", model {model}" if model else "")
+            + f" ({hint}--set FIELD=VALUE overrides any)")
 
 
 @dataclass
@@ -97,7 +117,10 @@ class PretrainConfig(TrainingConfig):
 
     data: str = ""
     output_dir: str = ""
-    recipe: str = "bert"  # the named defaults the run started from (RECIPES); informational once applied
+    # the named defaults the run started from (RECIPE_NAMES), informational once applied: `build_config` (the CLI,
+    # YAML) applies the family's "default" when none is named; a PretrainConfig made directly holds the
+    # dataclass defaults, BERT's
+    recipe: str = "bert"
     objective: str = "mlm_nsp"
     preset: str = "mini"
     init_from: str | None = None
@@ -113,7 +136,7 @@ class PretrainConfig(TrainingConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("masking", self.masking, MASKING_STRATEGIES)
-        check_choice("recipe", self.recipe, tuple(RECIPES))
+        check_choice("recipe", self.recipe, RECIPE_NAMES)
         from bertkit.objectives import get_objective
 
         settings = get_objective(self.objective).settings_class()
@@ -140,6 +163,7 @@ def build_config(values: dict[str, Any], overrides: dict[str, str], source: str 
 
     model_overrides = {k.removeprefix("model."): v for k, v in overrides.items() if k.startswith("model.")}
     plain = {k: v for k, v in overrides.items() if not k.startswith("model.")}
+    values = with_recipe(values, str(plain.get("recipe", values.get("recipe", "default"))), plain)
     objective = plain.get("objective", values.get("objective", PretrainConfig.objective))
     values = with_objective_defaults(values, objective)
     run_fields = {f.name for f in dataclasses.fields(PretrainConfig)}

@@ -155,7 +155,7 @@ def test_recipe_data_note_only_when_a_budget_runs_on_other_data(monkeypatch, rec
 
     info = SimpleNamespace(instance_format=instance_format, max_seq_length=length)
     monkeypatch.setattr(PretrainingDataset, "open", classmethod(lambda cls, directory, split: SimpleNamespace(info=info)))
-    note = recipe_data_note(SimpleNamespace(recipe=recipe, data="d/"))
+    note = recipe_data_note(SimpleNamespace(recipe=recipe, data="d/", objective="mlm"))
     assert (note is not None) == noted
     if noted:
         assert note.startswith(f"d/: {instance_format} instances of {length} tokens; the budget recipe")

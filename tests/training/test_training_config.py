@@ -45,7 +45,7 @@ def test_a_saved_run_config_with_1000_warmup_steps_still_loads():
 
 
 def test_an_unset_warmup_round_trips_through_run_config_json():
-    config = build_config({"data": "d", "output_dir": "o", "max_steps": 5000}, {})
+    config = build_config({"data": "d", "output_dir": "o", "max_steps": 5000, "recipe": "bert"}, {})
     saved = json.loads(to_json(config))
     assert (saved["warmup_steps"], saved["warmup_ratio"]) == (None, 0.01)
     assert build_config(saved, {}) == config and config.num_warmup_steps() == 50

@@ -24,10 +24,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--output-dir", help="run folder: checkpoints, final/, metrics.jsonl, report.md, curves")
     p.add_argument("--objective", choices=sorted(OBJECTIVES), help="pre-training objective (default: mlm_nsp)")
     p.add_argument("--preset", choices=[],  # every objective's presets, added with the setting flags (torch)
-                   help="model size for a fresh model (default: mini, the objective's own, or --recipe budget's tiny)")
-    p.add_argument("--recipe", choices=["bert", "budget"],
-                   help="named defaults: bert (the paper's, the default) or budget (MLM-only, pre-LN, high peak lr, "
-                        "batch 16, the tiny preset; measured best on 64-token packed data, docs/pretraining.md); every field stays "
+                   help="model size for a fresh model (default: mini, the objective's own, or the recipe's: --recipe budget's tiny)")
+    p.add_argument("--recipe", choices=["default", "bert", "budget"],
+                   help="named defaults, each family's own (docs/pretraining.md): default (measured to learn at the "
+                        "preset's size; printed at start), budget (the best held-out loss per CPU-minute under --budget: "
+                        "the family's tiny preset, batch 16, no dropout; MLM for BERT; measured on 64-token packed data) "
+                        "or bert (the paper's BERT defaults for every objective: lr 1e-4, 1%% warm-up); every field stays "
                         "overridable")
     p.add_argument("--budget", metavar="TIME", help="wall-clock budget (90s, 10m, 2h): the lr schedule is laid over "
                    "the time and the run ends, saved and evaluated, when it is spent")
@@ -80,9 +82,10 @@ class _PretrainParser(CommandParser):
 
 
 def warn_before_training(config) -> None:
-    """The schedule's warnings, and a note when a budget run's data is not the recipe's."""
-    from bertkit.pretraining import recipe_data_note
+    """The recipe on one line, the schedule's warnings, and a note when a budget run's data is not the recipe's."""
+    from bertkit.pretraining import describe_recipe, recipe_data_note
 
+    note(describe_recipe(config))
     warn_about_schedule(config)
     warn(recipe_data_note(config))
 
@@ -104,9 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
         values["budget_seconds"] = parse_budget(args.budget)
     if args.recipe is not None:
-        from bertkit.pretraining import with_recipe
-
-        values = with_recipe(values, args.recipe)
+        values["recipe"] = args.recipe  # applied under the other values by build_config
     from bertkit.training.resume import resumes_by_itself
 
     if resumes_by_itself(values.get("output_dir"), args.resume, note):  # the saved run_config.json supplies the rest

@@ -167,6 +167,16 @@ class ModelFamily:
         head = self.tasks[task_family]
         return head if isinstance(head, TaskHead) else TaskHead(head)
 
+    def pretraining_recipe(self, name: str):
+        """The family's pre-training recipe `name` (a bertkit.model.recipes.PretrainingRecipe) from the
+        `PRETRAINING` table of its package's `recipes.py`; None when the family registers none by that name."""
+        package = self.config.split(":")[0].rsplit(".", 1)[0]
+        try:
+            module = importlib.import_module(f"{package}.recipes")
+        except ModuleNotFoundError:
+            return None
+        return getattr(module, "PRETRAINING", {}).get(name)
+
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
         if self.mlm is None:
             raise BertkitError(f"{source}: {self.model_type} models have no masked-LM head in bertkit")

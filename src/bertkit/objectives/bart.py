@@ -34,11 +34,11 @@ from bertkit.data.denoising import (full_stop_ids, insert_noise, mask_spans, per
 from bertkit.data.masking import example_rng
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model.bart import BartConfig, BartForConditionalGeneration
+from bertkit.model.losses import IGNORE_INDEX
 from bertkit.objectives.base import PretrainingObjective, TargetTokensLoss
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
 
-IGNORE_INDEX = -100
 SENTENCE_SCAN = 200  # instances checked for a second sentence when permute_sentences > 0
 
 

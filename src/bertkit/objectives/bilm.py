@@ -41,6 +41,7 @@ from bertkit.model.elmo import ElmoBiLM, ElmoConfig
 from bertkit.model.elmo.characters import BOS, EOS, CharacterMapper
 from bertkit.model.elmo.modeling import word_targets
 from bertkit.model.families import model_inputs
+from bertkit.model.losses import IGNORE_INDEX
 from bertkit.objectives.base import PretrainingObjective
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
@@ -188,7 +189,7 @@ class BilmObjective(PretrainingObjective):
         (B,) cut and unknown word counts; W = the longest sentence (no rounding: an LSTM step each)."""
         width = max(len(e["next_word_ids"]) for e in examples)
         chars = np.zeros((len(examples), width, examples[0]["character_ids"].shape[1]), dtype=np.int64)
-        targets = {key: np.full((len(examples), width), -100, dtype=np.int64)
+        targets = {key: np.full((len(examples), width), IGNORE_INDEX, dtype=np.int64)
                    for key in ("next_word_ids", "previous_word_ids")}
         mask = np.zeros((len(examples), width), dtype=np.int64)
         for row, example in enumerate(examples):
@@ -204,8 +205,8 @@ class BilmObjective(PretrainingObjective):
 
     # ---- loss ------------------------------------------------------------------------------
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        return {"forward": float((batch["next_word_ids"] != -100).sum()),
-                "backward": float((batch["previous_word_ids"] != -100).sum())}
+        return {"forward": float((batch["next_word_ids"] != IGNORE_INDEX).sum()),
+                "backward": float((batch["previous_word_ids"] != IGNORE_INDEX).sum())}
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, Any]]:
         out = model(**model_inputs(model, batch), next_word_ids=batch["next_word_ids"],
@@ -217,6 +218,12 @@ class BilmObjective(PretrainingObjective):
                  "backward_loss_sum": float(out.backward_loss_sum.detach()), "backward_count": float(out.backward_count),
                  "cut_words": float(batch["cut_words"].sum()), "unknown_words": float(batch["unknown_words"].sum())}
         return loss, stats
+
+    def held_out_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The forward targets (the backward LM scores the same words, shifted): `unigram_loss` is
+        per direction, beside `forward_loss` and `backward_loss`."""
+        targets = batch["next_word_ids"]
+        return targets[targets != IGNORE_INDEX]
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
         metrics: dict[str, float] = {}

@@ -29,16 +29,11 @@ from torch import nn
 from bertkit.data.dataset import TOKENIZER_DIR, PretrainingDataset
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.metrics import percent
+from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.families import MODEL_FAMILIES, ModelFamily, family_for_config, family_of, model_inputs
 from bertkit.objectives.base import PretrainingObjective, preset_config
 from bertkit.objectives.settings import ObjectiveSettings
 from bertkit.pretrained_config import PretrainedConfig
-
-IGNORE_INDEX = -100
-# a BERT recipe's sizes and model fields (bertkit.pretraining.RECIPES) in GPT's terms
-RECIPE_PRESETS = {"tiny": "gpt-tiny", "mini": "gpt-mini"}
-RECIPE_MODEL_FIELDS = {"hidden_dropout_prob": ("resid_pdrop", "embd_pdrop"),
-                       "attention_probs_dropout_prob": ("attn_pdrop",)}
 
 
 def decoder_presets() -> dict[str, ModelFamily]:
@@ -103,17 +98,9 @@ class ClmObjective(PretrainingObjective):
 
     # ---- models -------------------------------------------------------------------------------
     @classmethod
-    def recipe_defaults(cls, defaults: dict[str, Any]) -> dict[str, Any]:
-        """A BERT recipe for a GPT: its size as the GPT-2 preset of that shape (tiny -> gpt-tiny),
-        its dropouts under GPT's names; its pre_layer_norm left to the family (GPT-2 is pre-LN,
-        GPT-1 post-LN, which is what makes it GPT-1)."""
-        adapted = dict(defaults)
-        if "preset" in adapted:
-            adapted["preset"] = RECIPE_PRESETS.get(adapted["preset"], adapted["preset"])
-        if "model" in defaults:
-            adapted["model"] = {field: value for name, value in defaults["model"].items() if name != "pre_layer_norm"
-                                for field in RECIPE_MODEL_FIELDS.get(name, (name,))}
-        return adapted
+    def model_family(cls, preset: str | None = None) -> ModelFamily:
+        """The decoder family of `preset` (GPT-2's for a preset of none)."""
+        return decoder_presets().get(preset or "", MODEL_FAMILIES["gpt2"])
 
     @classmethod
     def preset_names(cls) -> list[str]:
@@ -173,6 +160,10 @@ class ClmObjective(PretrainingObjective):
         out = model(**model_inputs(model, batch))
         loss, stats = next_token_statistics(out.logits, batch["labels"])
         return loss * (stats["lm_count"] / max(totals["lm"], 1.0)), stats
+
+    def held_out_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        targets = batch["labels"][:, 1:]  # position t is scored on token t + 1
+        return targets[targets != IGNORE_INDEX]
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
         count = stats.get("lm_count", 0.0)

@@ -249,6 +249,10 @@ class XLNetObjective(PretrainingObjective):
         stats = {"mlm_loss_sum": loss_sum.detach(), "mlm_correct": correct, "mlm_count": float(count)}
         return loss_sum / max(totals["plm"], 1.0), stats
 
+    def held_out_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The tokens at the targets' ranks, as `compute_loss` scores them."""
+        return batch["input_ids"][batch["perm_rank"] > 0]
+
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
         metrics = {key.replace("mlm_", "plm_"): value for key, value in mlm_metrics(stats).items()}
         if "plm_loss" in metrics:

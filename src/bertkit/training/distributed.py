@@ -119,6 +119,24 @@ def all_reduce_sum(values: dict[str, float], ctx: DistContext) -> dict[str, floa
     return dict(zip(keys, tensor.tolist()))
 
 
+def all_reduce_max(value: float, ctx: DistContext) -> float:
+    """The largest of one number over all ranks."""
+    if not ctx.enabled:
+        return value
+    tensor = torch.tensor([float(value)], dtype=torch.float64, device=_collective_device(ctx))
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor.item())
+
+
+def all_reduce_tensor(tensor: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    """The element-wise sum of a same-shaped tensor over all ranks (returned on the tensor's device)."""
+    if not ctx.enabled:
+        return tensor
+    reduced = tensor.to(_collective_device(ctx))
+    dist.all_reduce(reduced)
+    return reduced.to(tensor.device)
+
+
 def broadcast_flag(flag: bool, ctx: DistContext) -> bool:
     """True on every rank when it is True on any rank."""
     if not ctx.enabled:

@@ -1,0 +1,44 @@
+"""A family's pre-training recipes: named sets of run defaults, sized by preset.
+
+Each family package may hold a `recipes.py` whose `PRETRAINING` maps a recipe name to a
+`PretrainingRecipe`; its registry entry names the module (`ModelFamily.recipes`), and
+`bertkit.pretraining` asks the registry, never a family by name. The names:
+- "default": what `bertkit pretrain` uses when no --recipe is given — the settings measured
+  to learn at the family's small sizes (experiments/family_recipes.py, docs/pretraining.md),
+  the published ones at the published sizes;
+- "budget": the best held-out loss per CPU-minute under `--budget` (a preset of its own).
+`--recipe bert` (the paper's BERT defaults, the dataclass defaults) needs no entry.
+Every value stays overridable by the YAML, the flags and `--set`. `model` holds fields of
+the family's own config (a recipe never sets a field the family's config lacks: a test checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PretrainingRecipe:
+    """Run defaults: `common` at every size, `sizes[preset]` on top (a larger model takes a lower
+    peak lr); `preset`: the size the recipe picks when the run names none (None: the objective's)."""
+
+    common: dict[str, Any] = field(default_factory=dict)
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    preset: str | None = None
+    why: str = ""  # one line: where the values come from (the measurement, the paper)
+
+    def values(self, preset: str | None) -> dict[str, Any]:
+        """The defaults for a run of `preset` (None: a run from a checkpoint: the common values only);
+        `model` merged key by key."""
+        sized = self.sizes.get(preset, {}) if preset is not None else {}
+        merged = {**self.common, **sized}
+        if "model" in self.common or "model" in sized:
+            merged["model"] = {**self.common.get("model", {}), **sized.get("model", {})}
+        if self.preset is not None:
+            merged.setdefault("preset", self.preset)
+        return merged
+
+    def model_fields(self) -> set[str]:
+        """Every config field any size of the recipe sets."""
+        return set(self.common.get("model", {})).union(*(set(s.get("model", {})) for s in self.sizes.values()))
