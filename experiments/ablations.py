@@ -611,7 +611,7 @@ def run_pretrain(step: Step, args: argparse.Namespace, log: Path) -> dict:
     pinned = recorded_steps(args.pin_steps) if args.pin_steps is not None else {}
     if step.name in pinned:  # rebuild a recorded run's model
         steps, entry["steps_pinned_from"] = pinned[step.name], args.pin_steps.name
-    command = [BERTKIT, "pretrain", "--objective", objective, "--preset", preset, "--data", str(work / data),
+    command = [BERTKIT, "pretrain", "--recipe", "bert", "--objective", objective, "--preset", preset, "--data", str(work / data),
                "--output-dir", str(output), "--set", f"max_steps={steps}", "--set", f"batch_size={args.batch_size}",
                "--set", f"lr={args.pretrain_lr}", "--set", f"warmup_steps={max(1, steps // 10)}",
                "--set", f"seed={args.seed}",

@@ -157,7 +157,7 @@ def elmo_config(data: Path, preset: str) -> dict:
 
 
 def pretrain_command(args, objective: str, preset: str, output: Path, steps: int | None, budget: float | None) -> list[str]:
-    command = [BERTKIT, "pretrain", "--objective", objective, "--preset", preset, "--data", str(args.work_dir / "data"),
+    command = [BERTKIT, "pretrain", "--recipe", "bert", "--objective", objective, "--preset", preset, "--data", str(args.work_dir / "data"),
                "--output-dir", str(output), "--set", f"batch_size={args.batch_size}", "--set", f"lr={args.pretrain_lr}",
                "--set", f"seed={args.seed}", "--set", "progress=false"]
     if budget is None:  # a step count: warm-up 10% of it, checkpoints to resume from, evaluation at the end

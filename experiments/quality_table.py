@@ -433,7 +433,7 @@ def run_korean_family(name: str, family: str, args: argparse.Namespace) -> dict:
     else:
         steps = korean_family_steps(family, args)
         every = max(steps // 4, 1)
-        command = [BERTKIT, "pretrain", "--objective", spec["objective"], "--preset", getattr(args, f"ko_{family}_preset"),
+        command = [BERTKIT, "pretrain", "--recipe", "bert", "--objective", spec["objective"], "--preset", getattr(args, f"ko_{family}_preset"),
                    "--data", str(data), "--output-dir", str(pretrain), "--set", f"max_steps={steps}",
                    "--set", f"lr={getattr(args, f'ko_{family}_pretrain_lr')}", "--set", f"warmup_steps={steps // 10}",
                    "--set", "batch_size=32", "--set", f"save_steps={spec['save_steps'] or every}",
@@ -467,7 +467,7 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
         command = [BERTKIT, "data", "build", "--tokenizer", str(tok), "--max-seq-length", "128", "--output",
                    str(data), "--overwrite", "--no-progress", str(args.ko_corpus)]
     elif name == "ko-pretrain2":
-        command = [BERTKIT, "pretrain", "--init-from", str(pretrain / "final"), "--data", str(data), "--output-dir",
+        command = [BERTKIT, "pretrain", "--recipe", "bert", "--init-from", str(pretrain / "final"), "--data", str(data), "--output-dir",
                    str(work / "ko" / "pretrain2"), "--set", f"max_steps={args.ko_continue_steps}",
                    "--set", f"lr={args.ko_continue_lr}", "--set", f"warmup_steps={args.ko_continue_steps // 10}",
                    "--set", "batch_size=32", "--set", "save_steps=100", "--set", "eval_steps=250",
@@ -475,7 +475,7 @@ def run_korean(name: str, args: argparse.Namespace) -> dict:
         if any((work / "ko" / "pretrain2").glob("checkpoint-*")):
             command.append("--resume")
     else:
-        command = [BERTKIT, "pretrain", "--preset", args.ko_preset, "--data", str(data), "--output-dir",
+        command = [BERTKIT, "pretrain", "--recipe", "bert", "--preset", args.ko_preset, "--data", str(data), "--output-dir",
                    str(pretrain), "--set", f"max_steps={args.ko_steps}", "--set", f"lr={args.ko_pretrain_lr}",
                    "--set", f"warmup_steps={args.ko_steps // 10}", "--set", "batch_size=32",
                    "--set", "save_steps=100", "--set", "eval_steps=250", "--set", "progress=false"]
