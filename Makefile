@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bertkit-installed
 
-.PHONY: install demo test bench clean browser
+.PHONY: install demo demo-gpt test bench clean browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,6 +20,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/bertkit demo
+
+# a GPT pre-trained on the same novels: perplexity vs the unigram baseline, sampled continuations
+demo-gpt: $(STAMP)
+	$(VENV)/bin/bertkit demo --family gpt
 
 # Headless Chromium for the attention page's browser test (tests/inspect/test_inspect_browser.py):
 # installed with apt-get where that exists and we are root; never fails the target (the test
