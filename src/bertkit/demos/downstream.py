@@ -133,6 +133,8 @@ def compare(plan_: Plan, out: Path, seed: int) -> tuple[float, float, float]:
     return scores[0], scores[1], time.perf_counter() - start
 
 
-def summary_line(pretrained: float, random_init: float) -> str:
-    """The machine-readable line: `downstream: TASK dev METRIC pre-trained P vs random init R`."""
-    return f"downstream: {TASK} dev {METRIC} pre-trained {pretrained:.1f} vs random init {random_init:.1f}"
+def summary_line(pretrained: float, random_init: float, published: str | None = None) -> str:
+    """The machine-readable line: `downstream: TASK dev METRIC pre-trained P vs random init R` for the demo's own
+    model; a published checkpoint's comparison names it: `downstream (NAME): ...`."""
+    name = f" ({published})" if published else ""
+    return f"downstream{name}: {TASK} dev {METRIC} pre-trained {pretrained:.1f} vs random init {random_init:.1f}"
