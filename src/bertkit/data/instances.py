@@ -35,13 +35,12 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
+from bertkit.labels import IGNORE_INDEX  # no torch: building data never needs it
+
 
 Sentence = Sequence[int]
 Document = Sequence[Sentence]
 Instance = tuple[list[int], int, int]  # (input_ids, segment_b, label)
-
-# = bertkit.model.bert.IGNORE_INDEX, not imported: building data never needs torch (a test checks they agree)
-IGNORE_INDEX = -100
 
 IS_NEXT, NOT_NEXT = 0, 1
 IN_ORDER, SWAPPED = 0, 1

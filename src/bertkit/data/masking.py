@@ -53,7 +53,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.tokenization.decoding import pipeline_components
-from bertkit.data.instances import IGNORE_INDEX  # = bertkit.model.bert.modeling's; masking at build time needs no torch
+from bertkit.labels import IGNORE_INDEX
 
 STRATEGIES = ("token", "whole_word", "span")
 BYTE_LEVEL_SPACE = "\u0120"  # "Ġ": the byte-level alphabet's symbol for a space byte

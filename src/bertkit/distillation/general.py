@@ -25,6 +25,7 @@ from bertkit.distillation.student import (
 from bertkit.distillation.teacher import check_general_teacher, load_teacher
 from bertkit.distillation.teacher_cache import TeacherCache, general_cache_key
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.labels import IGNORE_INDEX
 from bertkit.model.families import model_inputs
 from bertkit.objectives.base import MaskedLMObjective, mlm_metrics, mlm_statistics, sequence_counts
 from bertkit.training.config import RUN_CONFIG_FILE
@@ -124,7 +125,7 @@ class GeneralDistillation(MaskedLMObjective):
             result: dict[str, Any] = {}
             if self.config.alpha_soft > 0:
                 labels = batch["labels"]
-                positions = (labels != -100).nonzero(as_tuple=False)  # (N, 2), row-major as the student's
+                positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2), row-major as the student's
                 result["logits"] = teacher.mlm_logits(out.last_hidden_state[positions[:, 0], positions[:, 1]])
             if self.config.alpha_cos > 0:
                 result["last"] = out.last_hidden_state
@@ -152,7 +153,7 @@ class GeneralDistillation(MaskedLMObjective):
         length = int(batch["attention_mask"][b].sum())
         row = {}
         if "logits" in outputs:
-            masked = batch["labels"] != -100  # (B, T)
+            masked = batch["labels"] != IGNORE_INDEX  # (B, T)
             start = int(masked[:b].sum())
             row["logits"] = outputs["logits"][start : start + int(masked[b].sum())]
         if "last" in outputs:

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bertkit.labels import IGNORE_INDEX  # noqa: F401  (re-exported: the models import it from here)
 from bertkit.model.outputs import MultipleChoiceModelOutput
 
-IGNORE_INDEX = -100  # a label position that takes no part in a loss (transformers' value)
 
 
 def every_target_labelled(labels: torch.Tensor | None) -> bool:

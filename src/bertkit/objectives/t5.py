@@ -34,12 +34,11 @@ from bertkit.data.chunks import TextChunks
 from bertkit.data.dataset import TOKENIZER_DIR, PretrainingDataset
 from bertkit.data.masking import example_rng
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.labels import IGNORE_INDEX
 from bertkit.model.t5 import T5Config, T5ForConditionalGeneration
 from bertkit.objectives.base import EVAL_EPOCH, PretrainingObjective, TargetTokensLoss
 from bertkit.objectives.settings import ObjectiveSettings, setting
 from bertkit.training.config import EVAL_SEED
-
-IGNORE_INDEX = -100
 
 
 # ---- the noise mask and the lengths (pure functions of their arguments) -------------------------

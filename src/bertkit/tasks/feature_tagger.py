@@ -54,7 +54,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertkit.atomic import atomic_path, write_text_atomic
 from bertkit.checksums import file_sha256
-from bertkit.data.instances import IGNORE_INDEX
+from bertkit.labels import IGNORE_INDEX
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.feature_choices import LAYER_CHOICES, MIXED_CHOICES
 from bertkit.features import load_feature_encoder

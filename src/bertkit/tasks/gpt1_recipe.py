@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.labels import IGNORE_INDEX
 from bertkit.model.heads import decoder_cross_entropy
 
 START, DELIM, EXTRACT = "<start>", "<delim>", "<extract>"
@@ -56,7 +57,6 @@ GPT1_TOKENS = (START, DELIM, EXTRACT)
 # the paper's fine-tuning hyper-parameters, as FinetuneConfig fields
 FINETUNE_DEFAULTS: dict[str, Any] = {"lr": 6.25e-5, "batch_size": 32, "epochs": 3, "warmup_ratio": 0.002,
                                      "lm_coef": 0.5, "classifier_dropout": 0.1}
-IGNORE_INDEX = -100
 
 
 def applies_to(model_family) -> bool:

@@ -51,6 +51,7 @@ from torch import nn
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
+from bertkit.labels import IGNORE_INDEX
 from bertkit.model.families import head_of_model, model_inputs
 from bertkit.tasks.qa import qa_metrics
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
@@ -289,7 +290,7 @@ class TaskProgram(TrainingProgram):
         """Labelled items in a micro-batch: sequences / questions, or tagged tokens."""
         if labels.is_floating_point():
             return float(labels.shape[0])
-        return float((labels != -100).sum())
+        return float((labels != IGNORE_INDEX).sum())
 
     def loss_counts(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         return {"task": self.item_count(batch["labels"])}

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bertkit.data.instances import IGNORE_INDEX
+from bertkit.labels import IGNORE_INDEX
 from bertkit.errors import BertkitError
 from bertkit.evaluation.seqeval import iob1_to_iob2, iob2_to_iob1, split_tag
 from bertkit.tasks.records import iter_lines
