@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
-from bertkit.atomic import write_text_atomic
-from bertkit.errors import BertkitError, ConfigError
+from bertkit.errors import ConfigError
+from bertkit.interop.config_json import config_json_text, read_json_object, write_config_json  # noqa: F401  (their old home)
+from bertkit.interop.hub_cache import resolve_model_dir
 
 # Generic fields transformers' PretrainedConfig writes; accepted and carried through in `extra`.
 HF_GENERIC_FIELDS = frozenset({
@@ -123,8 +122,6 @@ class PretrainedConfig:
 
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike):
-        from bertkit.interop.hub_cache import resolve_model_dir
-
         return cls.from_json_file(resolve_model_dir(directory) / "config.json")
 
     # ---- serialisation ------------------------------------------------------------
@@ -215,31 +212,6 @@ class PretrainedConfig:
             )
         if self.problem_type == "single_label_classification" and self.num_labels == 1:
             raise ConfigError("field 'problem_type' single_label_classification needs num_labels > 1 (1 = regression)")
-
-
-def config_json_text(values: dict[str, Any]) -> str:
-    return json.dumps(values, indent=2, sort_keys=True) + "\n"
-
-
-def write_config_json(directory: str | os.PathLike, values: dict[str, Any]) -> None:
-    """`values` as `directory`/config.json (atomically), creating the directory."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(directory / "config.json", config_json_text(values))
-
-
-def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
-    """A JSON file holding one object (config.json); errors are one line naming the file."""
-    path = Path(path)
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BertkitError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BertkitError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(values, dict):
-        raise BertkitError(f"{path}: expected a JSON object")
-    return values
 
 
 def default_id2label(num_labels: int) -> dict[int, str]:

@@ -61,8 +61,8 @@ def run_pretraining(args: argparse.Namespace) -> int:
     from bertkit.demos.pretraining import DemoOptions, run_demo
     from bertkit.training.config import parse_set_arguments
 
-    if args.family == "gpt":
-        return run_gpt(args)
+    if args.family in OTHER_DEMOS:
+        return OTHER_DEMOS[args.family](args)
     options = DemoOptions(output_dir=Path(args.output_dir or "runs/demo"), corpus=[Path(c) for c in args.corpus] if args.corpus else None,
                           vocab_size=args.vocab_size, preset=args.preset, max_seq_length=args.max_seq_length,
                           time=args.time, budget=args.budget, max_steps=_max_steps(args),
@@ -95,6 +95,9 @@ def run_gpt(args: argparse.Namespace) -> int:
                              progress=not args.no_progress, workers=args.threads)
     run_gpt_demo(options)
     return 0
+
+
+OTHER_DEMOS = {"gpt": run_gpt}  # --family -> its demo (the default, bert, is run_pretraining's own)
 
 
 def _max_steps(args: argparse.Namespace) -> int | None:

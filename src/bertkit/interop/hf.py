@@ -19,8 +19,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from bertkit.atomic import atomic_path
-from bertkit.pretrained_config import write_config_json
 from bertkit.errors import BertkitError
+from bertkit.interop.config_json import write_config_json
 
 SAFETENSORS_NAME = "model.safetensors"
 PYTORCH_NAME = "pytorch_model.bin"

@@ -42,3 +42,16 @@ class PretrainingRecipe:
     def model_fields(self) -> set[str]:
         """Every config field any size of the recipe sets."""
         return set(self.common.get("model", {})).union(*(set(s.get("model", {})) for s in self.sizes.values()))
+
+
+# what every family's budget recipe shares (the cramming line, measured for BERT: experiments/budget_recipes.py):
+# a triangular schedule warming up over 10% of the time, RoBERTa's beta2, gradients clipped at 0.5
+BUDGET_SCHEDULE = {"warmup_ratio": 0.1, "adam_beta2": 0.98, "max_grad_norm": 0.5}
+
+
+def budget_recipe(preset: str, lr: float, batch_size: int, model: dict[str, Any], why: str,
+                  **more: Any) -> PretrainingRecipe:
+    """A family's `budget` recipe: its tiny `preset`, its measured `lr` and `batch_size`, its config's `model`
+    fields (dropout off), on the shared budget schedule (`more` overrides any of it)."""
+    return PretrainingRecipe(common={"batch_size": batch_size, "lr": lr, **BUDGET_SCHEDULE, **more, "model": model},
+                             preset=preset, why=why)

@@ -194,8 +194,13 @@ class PretrainingObjective(TrainingProgram):
         the frequencies a model that learned only frequencies would have learnt."""
         total = self.num_train_examples()
         indices = sorted({int(i) for i in np.linspace(0, total - 1, num=min(examples, total))}) if total else []
-        return [self.held_out_targets(self.collate([self.train_example(i, 0) for i in indices[start:start + batch_size]]))
+        return [self.held_out_targets(self.collate([self.baseline_example(i) for i in indices[start:start + batch_size]]))
                 for start in range(0, len(indices), batch_size)]
+
+    def baseline_example(self, index: int) -> dict[str, Any]:
+        """Training example `index` as the unigram baseline counts it: drawn from `eval_seed` (not the run's seed),
+        so runs of different seeds report the same baseline."""
+        return self.example(self.train, index, EVAL_EPOCH, self.eval_seed)
 
     def held_out_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The token ids a held-out batch's loss scores, (N,), for the unigram baseline

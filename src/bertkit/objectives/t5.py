@@ -211,6 +211,9 @@ class T5Objective(TargetTokensLoss, PretrainingObjective):
     def eval_example(self, index: int) -> dict[str, Any]:
         return self.example(self.eval_chunks, index, EVAL_EPOCH, self.eval_seed)
 
+    def baseline_example(self, index: int) -> dict[str, Any]:
+        return self.example(self.train_chunks, index, EVAL_EPOCH, self.eval_seed)
+
     def example(self, data: TextChunks, index: int, epoch: int, seed: int) -> dict[str, Any]:
         """Raw chunk `index` of `data` corrupted with a noise mask drawn from (seed, epoch, index):
         input_ids (max_seq_length,), labels (target length,)."""

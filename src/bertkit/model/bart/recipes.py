@@ -8,7 +8,7 @@ budget (2 minutes, one core): 1.56 at batch 16 and 1.53 at batch 32 (the decoder
 visible tokens), against 5.38 under BERT's recipe.
 """
 
-from bertkit.model.recipes import PretrainingRecipe
+from bertkit.model.recipes import PretrainingRecipe, budget_recipe
 
 NO_DROPOUT = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
 
@@ -17,7 +17,5 @@ PRETRAINING = {
                                  sizes={"bart-tiny": {"lr": 2e-3}, "bart-mini": {"lr": 1e-3}, "bart-base": {"lr": 4e-4},
                                         "kobart-base": {"lr": 4e-4}},
                                  why="lr 2e-3 at bart-tiny, batch 64, no dropout (measured); BART-base's 4e-4"),
-    "budget": PretrainingRecipe(common={"batch_size": 16, "lr": 1e-3, "warmup_ratio": 0.1, "adam_beta2": 0.98,
-                                        "max_grad_norm": 0.5, "model": NO_DROPOUT},
-                                preset="bart-tiny", why="lr 1e-3 at batch 16"),
+    "budget": budget_recipe("bart-tiny", 1e-3, 16, NO_DROPOUT, "lr 1e-3 at batch 16"),
 }

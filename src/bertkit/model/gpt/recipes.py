@@ -7,7 +7,7 @@ held-out next-token loss 7.01 at BERT's lr 1e-4, 6.02 at 6e-4, 5.77 at 1e-3, 5.6
 budget (2 minutes, one core): 4.17 at batch 16 against 4.21 at batch 32 and 5.58 under BERT's recipe.
 """
 
-from bertkit.model.recipes import PretrainingRecipe
+from bertkit.model.recipes import PretrainingRecipe, budget_recipe
 
 NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
 
@@ -17,7 +17,5 @@ PRETRAINING = {
                                         "gpt2": {"lr": 6e-4}, "gpt1": {"lr": 2.5e-4}},
                                  why="lr 3e-3 at gpt-tiny without dropout (measured); nanoGPT's 1e-3 at mini, "
                                      "6e-4 at 124M; GPT-1's 2.5e-4"),
-    "budget": PretrainingRecipe(common={"batch_size": 16, "lr": 2e-3, "warmup_ratio": 0.1, "adam_beta2": 0.98,
-                                        "max_grad_norm": 0.5, "model": NO_DROPOUT},
-                                preset="gpt-tiny", why="lr 2e-3 at batch 16"),
+    "budget": budget_recipe("gpt-tiny", 2e-3, 16, NO_DROPOUT, "lr 2e-3 at batch 16"),
 }

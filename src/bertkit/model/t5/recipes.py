@@ -10,7 +10,7 @@ budget (2 minutes, one core): at lr 3e-3 the run went non-finite after ~650 step
 1e-3 reached 5.27, 2e-3 4.63.
 """
 
-from bertkit.model.recipes import PretrainingRecipe
+from bertkit.model.recipes import PretrainingRecipe, budget_recipe
 
 NO_DROPOUT = {"dropout_rate": 0.0}
 
@@ -19,7 +19,5 @@ PRETRAINING = {
                                  sizes={"t5-tiny": {"lr": 5e-3}, "t5-mini": {"lr": 3e-3}, "t5-small": {"lr": 1e-3},
                                         "t5-base": {"lr": 5e-4}},
                                  why="lr 5e-3 at t5-tiny (measured; 1e-2 diverged under AdamW), dropout off as v1.1"),
-    "budget": PretrainingRecipe(common={"batch_size": 16, "lr": 2e-3, "warmup_ratio": 0.1, "adam_beta2": 0.98,
-                                        "max_grad_norm": 0.5, "model": NO_DROPOUT},
-                                preset="t5-tiny", why="lr 2e-3 at batch 16 (3e-3 went non-finite after ~650 steps)"),
+    "budget": budget_recipe("t5-tiny", 2e-3, 16, NO_DROPOUT, "lr 2e-3 at batch 16 (3e-3 went non-finite after ~650 steps)"),
 }

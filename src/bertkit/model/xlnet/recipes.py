@@ -6,13 +6,11 @@ default: measured on WikiText-2 (tiny, batch 32, 300 steps; experiments/results/
 held-out permutation-LM loss 6.64 at BERT's lr 1e-4, 5.98 at 1e-3, 6.02 at 2e-3 (10% warm-up).
 """
 
-from bertkit.model.recipes import PretrainingRecipe
+from bertkit.model.recipes import PretrainingRecipe, budget_recipe
 
 PRETRAINING = {
     "default": PretrainingRecipe(sizes={"tiny": {"lr": 1e-3, "warmup_ratio": 0.1}, "mini": {"lr": 5e-4, "warmup_ratio": 0.1},
                                         "small": {"lr": 3e-4, "warmup_ratio": 0.05}},
                                  why="lr 1e-3 at tiny (measured), lower at the larger sizes"),
-    "budget": PretrainingRecipe(common={"batch_size": 32, "lr": 1e-3, "warmup_ratio": 0.1, "adam_beta2": 0.98,
-                                        "max_grad_norm": 0.5, "model": {"dropout": 0.0}},
-                                preset="tiny", why="the default's lr, batch 32, no dropout"),
+    "budget": budget_recipe("tiny", 1e-3, 32, {"dropout": 0.0}, "the default's lr, batch 32, no dropout"),
 }
