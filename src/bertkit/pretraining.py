@@ -84,10 +84,15 @@ def with_recipe(values: dict[str, Any], recipe: str, overrides: dict[str, str] |
         return merged
     if preset is None and not values.get("init_from"):
         preset = chosen.preset or getattr(objective_cls, "config_defaults", {}).get("preset", PretrainConfig.preset)
-    defaults = chosen.values(None if values.get("init_from") and "preset" not in values else preset)
+    defaults = chosen.values(preset)  # None: a run from a checkpoint names no size
     defaults["objective"] = objective
-    merged = {**defaults, **merged}
-    if "model" in defaults and isinstance(values.get("model", {}), dict):  # a non-mapping: validation names it
+    return defaults_under(defaults, merged)
+
+
+def defaults_under(defaults: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` over `defaults`, `model` merged key by key (a non-mapping `model` is left for validation to name)."""
+    merged = {**defaults, **values}
+    if "model" in defaults and isinstance(values.get("model", {}), dict):
         merged["model"] = {**defaults["model"], **values.get("model", {})}
     return merged
 
@@ -191,12 +196,7 @@ def with_objective_defaults(values: dict[str, Any], objective: str) -> dict[str,
     from bertkit.objectives import get_objective
 
     defaults = dict(getattr(get_objective(objective), "config_defaults", {}))
-    if not defaults:
-        return values
-    merged = {**defaults, **values}
-    if "model" in defaults and isinstance(values.get("model", {}), dict):  # a non-mapping: validation names it
-        merged["model"] = {**defaults["model"], **values.get("model", {})}
-    return merged
+    return defaults_under(defaults, values) if defaults else values
 
 
 def pretrain(config: PretrainConfig, *, overwrite: bool = False, on_start=None, notify: Notify | None = None):

@@ -254,7 +254,7 @@ def run_demo(options: DemoOptions) -> Path:
 def _run_config(options: DemoOptions, out: Path, budget_seconds: float):
     """The pre-training run's configuration: the recipe, then the demo's options, then `--set`.
     A budget run evaluates 6 times over its time; a step run every sixth of its steps."""
-    from bertkit.pretraining import build_config, with_recipe
+    from bertkit.pretraining import build_config
 
     values: dict = dict(data=str(out / "data"), output_dir=str(out / "run"), preset=options.preset, seed=options.seed,
                         progress=options.progress)
@@ -266,7 +266,8 @@ def _run_config(options: DemoOptions, out: Path, budget_seconds: float):
     else:
         values.update(budget_seconds=budget_seconds, budget_evals=6, log_steps=10,
                       save_steps=10**9)  # a checkpoint at the end only
-    return build_config(with_recipe(values, options.recipe), options.overrides or {})
+    values["recipe"] = options.recipe  # build_config lays the recipe's defaults under the values
+    return build_config(values, options.overrides or {})
 
 
 def _untrained_model(config, tokenizer, objective_cls, preset_config):
