@@ -28,3 +28,15 @@ def test_the_gpt_demo_prints_perplexity_against_the_baseline_and_continuations(t
 def test_bert_only_options_are_refused_with_the_gpt_demo(tmp_path, capsys):
     assert main(["demo", "--family", "gpt", "--no-task-text", "--output-dir", str(tmp_path)]) != 0
     assert "--no-task-text: options of the BERT demo, not of --family gpt" in capsys.readouterr().err
+
+
+def test_a_bad_corpus_line_is_named_and_the_hint_works_as_written(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(FIXTURE.read_bytes() + b"\xff\xfe not UTF-8\n")
+    common = ["demo", "--family", "gpt", "--corpus", str(bad), "--max-steps", "2", "--no-progress",
+              "--set", "model.n_embd=32", "--set", "model.n_layer=1"]
+    assert main([*common, "--output-dir", str(tmp_path / "a")]) != 0
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"bertkit: error: {bad}:") and "not valid UTF-8" in error and "--skip-bad-lines" in error
+    assert main([*common, "--output-dir", str(tmp_path / "b"), "--skip-bad-lines"]) == 0
+    assert "skipped 1 undecodable or malformed line" in capsys.readouterr().err

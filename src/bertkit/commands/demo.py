@@ -37,6 +37,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--budget", metavar="TIME", help="pre-train for this wall-clock time instead of what --time leaves")
     p.add_argument("--no-downstream", action="store_true",
                    help="skip the pre-trained vs random-init comparison on SST-2")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip (and count) corpus lines that are not UTF-8 or not valid JSONL instead of stopping")
     p.add_argument("--no-task-text", action="store_true",
                    help="pre-train on the novels alone, without SST-2's training sentences as unlabelled text")
     p.add_argument("--max-steps", type=int, help=f"train this many steps instead of for a time "
@@ -67,6 +69,7 @@ def run_pretraining(args: argparse.Namespace) -> int:
                           vocab_size=args.vocab_size, preset=args.preset, max_seq_length=args.max_seq_length,
                           time=args.time, budget=args.budget, max_steps=_max_steps(args),
                           downstream=not args.no_downstream, task_text=not args.no_task_text,
+                          skip_bad_lines=args.skip_bad_lines,
                           recipe=args.recipe, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                           overrides=parse_set_arguments(args.set),
                           progress=not args.no_progress, workers=args.threads)
@@ -92,7 +95,7 @@ def run_gpt(args: argparse.Namespace) -> int:
                              overrides={**parse_set_arguments(args.set),
                                         **({"batch_size": str(args.batch_size)} if args.batch_size else {}),
                                         **({"lr": str(args.lr)} if args.lr else {})},
-                             progress=not args.no_progress, workers=args.threads)
+                             progress=not args.no_progress, workers=args.threads, skip_bad_lines=args.skip_bad_lines)
     run_gpt_demo(options)
     return 0
 

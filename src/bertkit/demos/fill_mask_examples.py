@@ -54,14 +54,15 @@ AUSTEN_EXAMPLES = [
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def corpus_examples(files: list[Path], is_whole_word, count: int = 10, seed: int = 42) -> list[Example]:
+def corpus_examples(files: list[Path], is_whole_word, count: int = 10, seed: int = 42,
+                    skip_bad: bool = False) -> list[Example]:
     """`count` examples drawn from `files` (a user's corpus): seeded, before training.
     `is_whole_word(word)` says whether the tokenizer keeps a word as one token."""
     from bertkit.textio import iter_lines
 
     sentences = []
     for path in files:
-        for _, line in iter_lines(path):
+        for _, line in iter_lines(path, skip_bad=skip_bad):
             sentences.extend(s for s in _SENTENCE_END.split(line.strip()) if 6 <= len(s.split()) <= 25)
     rng = random.Random(seed)
     rng.shuffle(sentences)
@@ -78,9 +79,10 @@ def corpus_examples(files: list[Path], is_whole_word, count: int = 10, seed: int
     return examples
 
 
-def held_out_corpus(files: list[Path], examples: list[Example], output: Path) -> int:
+def held_out_corpus(files: list[Path], examples: list[Example], output: Path, skip_bad: bool = False) -> int:
     """Write `files` as one text file without the lines (paragraphs) that hold an example's
-    sentence, blank lines (document breaks) kept; returns how many lines were left out."""
+    sentence, blank lines (document breaks) kept; returns how many lines were left out. `skip_bad`:
+    undecodable lines are skipped (counted in a warning) instead of stopping."""
     from bertkit.textio import iter_lines
 
     sentences = [example.sentence for example in examples]
@@ -88,7 +90,7 @@ def held_out_corpus(files: list[Path], examples: list[Example], output: Path) ->
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "w", encoding="utf-8") as out:
         for path in files:
-            for _, line in iter_lines(path):
+            for _, line in iter_lines(path, skip_bad=skip_bad):
                 if any(sentence in line for sentence in sentences):
                     removed += 1
                     continue

@@ -37,6 +37,7 @@ class GptDemoOptions:
     overrides: dict[str, str] | None = None
     progress: bool = True
     workers: int = 2
+    skip_bad_lines: bool = False  # a corpus line that is not UTF-8 (or malformed JSONL) is skipped, not fatal
 
 
 def run_gpt_demo(options: GptDemoOptions) -> Path:
@@ -60,13 +61,15 @@ def run_gpt_demo(options: GptDemoOptions) -> Path:
     print(f"[1/4] byte-level BPE tokenizer in GPT-2's layout, {VOCAB_SIZE} tokens")
     tok_dir = out / "tokenizer"
     trained = train_tokenizer(sources, tok_dir, TrainOptions(vocab_size=VOCAB_SIZE, algorithm="bbpe", layout="gpt2",
-                                                              workers=options.workers, show_progress=options.progress))
+                                                              workers=options.workers, show_progress=options.progress,
+                                                              skip_bad_lines=options.skip_bad_lines))
     print(f"      {trained.vocab_size} tokens in {trained.seconds:.0f}s -> {tok_dir}")
 
     print(f"[2/4] packed pre-training sequences of {MAX_SEQ_LENGTH} tokens, documents joined by <|endoftext|>")
     data_dir = out / "data"
     built = build_dataset(sources, tok_dir, data_dir, BuildOptions(instance_format="packed",
-                                                                   max_seq_length=MAX_SEQ_LENGTH, seed=options.seed),
+                                                                   max_seq_length=MAX_SEQ_LENGTH, seed=options.seed,
+                                                                   skip_bad_lines=options.skip_bad_lines),
                           workers=options.workers, overwrite=True, show_progress=options.progress)
     print(f"      {built.train_instances} training and {built.eval_instances} held-out instances "
           f"({built.train_tokens / 1e6:.2f}M tokens) in {built.seconds:.0f}s -> {data_dir}")

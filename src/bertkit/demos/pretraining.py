@@ -62,6 +62,7 @@ class DemoOptions:
     downstream: bool = True  # the pre-trained vs random-init comparison on SST-2
     # pre-train on SST-2's training sentences (unlabelled) beside the novels: the downstream task's domain
     task_text: bool = True
+    skip_bad_lines: bool = False  # a corpus line that is not UTF-8 (or malformed JSONL) is skipped, not fatal
 
 
 def embedded_corpus() -> Path:
@@ -144,9 +145,9 @@ def run_demo(options: DemoOptions) -> Path:
     # a user's corpus: three candidates per example drawn (and all held out), the first ten whose word the
     # tokenizer keeps whole are used
     examples = AUSTEN_EXAMPLES if options.corpus is None else corpus_examples(
-        sources, lambda word: True, count=3 * EXAMPLES, seed=options.seed)
+        sources, lambda word: True, count=3 * EXAMPLES, seed=options.seed, skip_bad=options.skip_bad_lines)
     corpus = out / "corpus.txt"
-    removed = held_out_corpus(sources, examples, corpus)
+    removed = held_out_corpus(sources, examples, corpus, skip_bad=options.skip_bad_lines)
     print(f"[1/6] fill-mask examples chosen before training: {len(examples)} sentences; the {removed} paragraphs "
           f"holding them are left out of the training text")
     texts_in = [corpus]
