@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from bertkit.cli import main
+from bertkit.serving import ServeConfig
 
 
 def free_port() -> int:
@@ -44,21 +45,39 @@ def test_serve_command_answers_until_stopped(model_dirs):
     finally:
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
-    assert f"serving {model_dirs['pair']} (classification, fp32) at http://127.0.0.1:{port}" in stderr
+    assert f"serving {model_dirs['pair']} (encoder, classification, fp32) at http://127.0.0.1:{port}" in stderr
     assert proc.returncode == 0, stderr  # SIGTERM stops the model loop (main thread) and the HTTP thread
 
 
-def test_serve_exits_when_its_port_is_taken(model_dirs):
-    """uvicorn runs on a second thread: its failure to bind must still end the process, non-zero."""
+def test_a_port_in_use_is_one_line_before_the_model_loads(model_dirs, capsys):
+    """The port is bound before the model loads: one line, exit 1, no traceback (a bad model
+    directory behind it is not even read)."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        assert main(["serve", "--model", "/nonexistent/model", "--port", str(port)]) == 1
+        err = capsys.readouterr().err
+        assert err == f"bertkit: error: port {port} is in use; pick another with --port\n"
         proc = subprocess.run([sys.executable, "-m", "bertkit", "serve", "--model", str(model_dirs["pair"]),
                                "--port", str(port), "--log-level", "warning"],
                               capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 1
-    assert "address already in use" in proc.stderr
+    assert proc.stderr.strip() == f"bertkit: error: port {port} is in use; pick another with --port"
+
+
+def test_the_start_up_line_names_a_decoder_and_an_encoder_decoder(tmp_path, monkeypatch, capsys):
+    """A pre-trained GPT is a decoder, BART an encoder-decoder (the line used to say `encoder`)."""
+    from _bart_checkpoint import build_bart_checkpoint
+    from _gpt_checkpoint import build_gpt_checkpoint
+
+    import bertkit.serving.server as server
+
+    monkeypatch.setattr(server, "_run_http", lambda server, batcher, sock: batcher.stop())  # no HTTP: return at once
+    server.serve(build_gpt_checkpoint(tmp_path / "gpt"), ServeConfig(port=0))
+    assert "(decoder, fp32)" in capsys.readouterr().err
+    server.serve(build_bart_checkpoint(tmp_path / "bart"), ServeConfig(port=0))
+    assert "(encoder-decoder, text2text, fp32)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
