@@ -2,6 +2,7 @@
 
   bertkit serve --model runs/mrpc/best --host 127.0.0.1 --port 8080
   bertkit serve --model DIR --max-batch-tokens 8192 --max-wait-ms 2 --no-truncate --precision int8
+  BERTKIT_API_KEY=secret bertkit serve --model DIR      # or --api-key secret
 
 Needs the `serve` extra (pip install 'bertkit[serve]': FastAPI, uvicorn).
 """
@@ -9,6 +10,7 @@ Needs the `serve` extra (pip install 'bertkit[serve]': FastAPI, uvicorn).
 from __future__ import annotations
 
 import argparse
+import os
 
 from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
@@ -18,9 +20,9 @@ def add_parser(subparsers) -> None:
     from bertkit.serving.config import PRECISIONS, ServeConfig
 
     defaults = ServeConfig()
-    p = subparsers.add_parser("serve", help="serve a model over HTTP (embed, predict, fill-mask, tokenize, metrics)",
-                              description="Serve a checkpoint over HTTP with dynamic batching. Routes: /health, /info, "
-                                          "/embed, /predict, /fill-mask, /tokenize, /v1/embeddings, /metrics "
+    p = subparsers.add_parser("serve", help="serve a model over HTTP (TEI, TGI and OpenAI protocols)",
+                              description="Serve a checkpoint over HTTP with dynamic batching: TEI's /embed, /predict, "
+                                          "/rerank, ...; TGI's /generate; OpenAI's /v1/...; /health, /info, /metrics "
                                           "(docs/serving.md).")
     p.add_argument("--model", required=True, help="checkpoint directory (fine-tuned, pre-trained or an encoder)")
     p.add_argument("--host", default=defaults.host, help=f"address to listen on (default: {defaults.host})")
@@ -42,6 +44,9 @@ def add_parser(subparsers) -> None:
                         "a request's \"truncate\" field overrides it")
     p.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                    help="inference precision of the loaded model (default: fp32)")
+    p.add_argument("--api-key", default=os.environ.get("BERTKIT_API_KEY") or None,
+                   help="every route but /health asks for 'Authorization: Bearer KEY' (401 otherwise); "
+                        "default: the BERTKIT_API_KEY environment variable, else no key")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn's log level (default: info)")
     add_runtime_options(p, progress=False)
@@ -62,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServeConfig(host=args.host, port=args.port, max_batch_tokens=args.max_batch_tokens,
                          max_batch_requests=args.max_batch_requests, max_wait_ms=args.max_wait_ms,
                          max_queue=args.max_queue, max_client_batch_size=args.max_client_batch_size,
-                         max_body_bytes=args.max_body_bytes, truncate=args.truncate, precision=args.precision)
+                         max_body_bytes=args.max_body_bytes, truncate=args.truncate, precision=args.precision,
+                         api_key=args.api_key)
     serve(args.model, config, log_level=args.log_level)
     return 0

@@ -9,7 +9,9 @@ speaking text-embeddings-inference's, text-generation-inference's and OpenAI's p
   routes.py      the route table (/health, /info, /metrics, POST /, /fill-mask, /inspect + the protocols')
   tei.py         TEI's /embed, /embed_all, /predict, /rerank, /tokenize, /decode
   tgi.py         TGI's /generate, /generate_stream (server-sent events)
-  openai.py      OpenAI's /v1/embeddings, /v1/completions
+  openai.py      OpenAI's /v1/models, /v1/embeddings, /v1/completions, /v1/chat/completions
+  streaming.py   what the generating protocols share: a prompt queued, its events, server-sent events
+  chat.py        chat messages -> a prompt with the checkpoint's chat template (transformers' convention)
   jobs.py        a request's inputs queued as one batching job; its problems as HTTP answers
   requests.py    size-capped JSON bodies, checked field by field; HTTPProblem (TEI's error types)
   metrics.py     Prometheus text exposition

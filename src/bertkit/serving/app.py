@@ -5,12 +5,15 @@ and a request metric for every answer.
 lifespan) and stops it at shutdown; `bertkit serve` runs it on the main thread instead
 (`worker_thread=False`, bertkit.serving.server). Every answer that is not a success is
 `{"error": "<one line>", "error_type": "..."}` with text-embeddings-inference's statuses
-and types (bertkit.serving.requests; a bug answers 424 "backend", TEI's failed inference);
-no request can stop the server.
+and types (bertkit.serving.requests; a bug answers 424 "backend", TEI's failed inference),
+and OpenAI's `{"error": {"message", "type", "param", "code"}}` under /v1/, so that each
+protocol's clients show the message; no request can stop the server. With an API key
+(ServeConfig.api_key) every route but /health asks for `Authorization: Bearer <key>`.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -21,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bertkit.serving import openai
 from bertkit.serving.batching import Batcher
 from bertkit.serving.config import ServeConfig
 from bertkit.serving.generation import DecodeLoop
@@ -40,8 +44,20 @@ class ServerState:
     metrics: Metrics
 
 
-def error_response(status: int, error_type: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": message, "error_type": error_type}, status_code=status)
+def error_response(path: str, status: int, error_type: str, message: str, headers: dict | None = None
+                   ) -> JSONResponse:
+    """The error in the shape of the protocol `path` belongs to: OpenAI's under /v1/, TEI's and TGI's elsewhere."""
+    body = (openai.error_body(status, error_type, message) if path.startswith("/v1/")
+            else {"error": message, "error_type": error_type})
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def authorized(request: Request, api_key: str | None) -> bool:
+    """No key set, /health (a load balancer's probe), or `Authorization: Bearer <key>`."""
+    if api_key is None or request.url.path == "/health":
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), api_key.encode())
 
 
 def create_app(served: ServedModel, config: ServeConfig, worker_thread: bool = True) -> FastAPI:
@@ -81,12 +97,18 @@ def create_app(served: ServedModel, config: ServeConfig, worker_thread: bool = T
         message = f"{request.method} {request.url.path}: {exc.detail}"
         if exc.status_code == 404:
             message += f"; routes: {', '.join(r.path for r in ROUTES)}"
-        return error_response(exc.status_code, kind, message)
+        return error_response(request.url.path, exc.status_code, kind, message)
 
     @app.middleware("http")
     async def record(request: Request, call_next):
         start = time.perf_counter()
-        response = await call_next(request)
+        if authorized(request, config.api_key):
+            response = await call_next(request)
+        else:
+            problem = "wrong API key" if "authorization" in request.headers else "missing"
+            response = error_response(request.url.path, 401, "unauthorized",
+                                      f"authorization: {problem}; this server needs Authorization: Bearer <its API key>",
+                                      headers={"www-authenticate": "Bearer"})
         route = request.scope.get("route")
         metrics.request(route.path if route is not None else "unmatched", response.status_code,
                         time.perf_counter() - start)
@@ -103,10 +125,11 @@ def _endpoint(state: ServerState, route: Route):
                                  f"{state.served.missing.get(route.needs, route.needs)}")
             result = await route.handler(state, request)
         except HTTPProblem as problem:
-            return error_response(problem.status, problem.error_type, problem.message)
+            return error_response(route.path, problem.status, problem.error_type, problem.message)
         except Exception as exc:  # noqa: BLE001 - a bug answers 500; the server goes on
             log.exception("%s %s failed", route.method, route.path)
-            return error_response(424, "backend", f"{route.path}: inference failed ({type(exc).__name__}: {exc})")
+            return error_response(route.path, 424, "backend",
+                                  f"{route.path}: inference failed ({type(exc).__name__}: {exc})")
         return result if isinstance(result, Response) else JSONResponse(result)
 
     endpoint.__name__ = "route_" + route.path.strip("/").replace("/", "_").replace("-", "_")

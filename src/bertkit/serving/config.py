@@ -6,7 +6,7 @@ batch budget, 32 inputs per request, 512 queued requests).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from bertkit.errors import ConfigError
 
@@ -23,7 +23,9 @@ class ServeConfig:
     still runs full batches). Admission: `max_queue` requests waiting (more get
     429), `max_client_batch_size` inputs per request, `max_body_bytes` per request body.
     `truncate`: inputs longer than the model's limit are cut (True) or refused (False).
-    `precision`: what the inference loaders are asked for (fp32, int8, bf16)."""
+    `precision`: what the inference loaders are asked for (fp32, int8, bf16).
+    `api_key`: when set, every route but /health asks for `Authorization: Bearer <api_key>`
+    (401 otherwise); kept out of repr so that it is not logged."""
 
     host: str = "127.0.0.1"
     port: int = 8080
@@ -35,12 +37,13 @@ class ServeConfig:
     max_body_bytes: int = 2 * 1024 * 1024
     truncate: bool = True
     precision: str = "fp32"
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if field.type in ("int", "float") and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ConfigError(f"{field.name}: expected a number, got {value!r}")
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if spec.type in ("int", "float") and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ConfigError(f"{spec.name}: expected a number, got {value!r}")
         for name in ("max_batch_tokens", "max_batch_requests", "max_queue", "max_client_batch_size", "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
@@ -48,6 +51,9 @@ class ServeConfig:
             raise ConfigError(f"max_wait_ms: must be >= 0, got {self.max_wait_ms}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port: must be in 0..65535, got {self.port}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key
+                                         or any(c.isspace() for c in self.api_key)):
+            raise ConfigError("api_key: expected a non-empty key without spaces")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision: unknown choice {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
 

@@ -125,8 +125,13 @@ def optional_null(body: dict[str, Any], names: tuple[str, ...], defaults: dict[s
     or at their no-op value (`defaults`), else a 422 naming the field."""
     defaults = defaults or {}
     for name in names:
-        if name in body and body[name] is not None and body[name] != defaults.get(name):
+        value, default = body.get(name), defaults.get(name)
+        if value is None or value == default:
+            continue
+        if default is None:
             raise invalid(f"{name}: not supported by bertkit serve (send null or leave it out)")
+        raise invalid(f"{name}: must be {json.dumps(default)} (bertkit serve implements no other value), "
+                      f"got {json.dumps(value)}")
 
 
 def number(body: dict[str, Any], name: str, default: float | None, low: float, high: float,

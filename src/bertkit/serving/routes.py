@@ -137,6 +137,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/generate", tgi.generate, "generator", "generated text (TGI)"),
     Route("POST", "/generate_stream", tgi.generate_stream, "generator", "generated text, one event per token (TGI)"),
     Route("POST", "/v1/embeddings", openai.embeddings_route, "encoder", "OpenAI-compatible embeddings"),
+    Route("GET", "/v1/models", openai.models, summary="the served model (OpenAI-compatible)"),
+    Route("GET", "/v1/models/{model}", openai.model, summary="the served model by its id (OpenAI-compatible)"),
     Route("POST", "/v1/completions", openai.completions, "generator", "OpenAI-compatible completions"),
+    Route("POST", "/v1/chat/completions", openai.chat_completions, "generator",
+          "OpenAI-compatible chat completions (the checkpoint's chat template)"),
     Route("GET", "/inspect", inspect, "encoder", "the attention page of ?text=...&pair=..."),
 )
