@@ -1,4 +1,4 @@
-"""Decoding one step at a time over a batch whose rows come and go (a server's continuous batching).
+"""The model call of decoding, one step at a time, over rows that may come and go: one adapter per model shape.
 
     steps = model.decode_steps([[13, 8, 1], [27, 1]])   # one row per input (an encoder-decoder: runs the encoder)
     with packed_weights():
@@ -8,18 +8,19 @@
     steps.keep([0])                      # the rows that go on, in this order (finished ones leave)
     if steps.can_merge: steps.merge(other)   # another batch's rows join (other stepped at least once)
 
-The contract of a family's generating model: `decode_steps(input_ids: list[list[int]])`
-returns an object with the methods above. `bertkit.model.generation.GenerationMixin` gives
-every model meeting its `generate` contract one: `EncoderDecoderSteps` for an
-encoder-decoder, `DecoderOnlySteps` for a decoder-only model. The per-step logits rules
-(bertkit.model.logits_processing) are the caller's, per row.
+Both `generate` (bertkit.model.generation: rows run to the end; beams reorder them) and the
+server's continuous batching (bertkit.serving.generation: rows join and leave) decode
+through these objects, and choose tokens with one step function
+(bertkit.model.decoding_step.decode_step). `GenerationMixin.decode_steps` gives every model
+meeting `generate`'s contract one: `EncoderDecoderSteps` for an encoder-decoder,
+`DecoderOnlySteps` for a decoder-only model.
 
 Both keep one KV cache for the whole batch (`StepRows`): per layer the self-attention
-(key, value) first, each (N, heads, length, d), and rows whose histories differ in length
-share a step by left-padding the shorter caches, masked by an attention mask over cache +
-new tokens. A masked key gets exactly zero weight, so a row's scores are its unbatched
-scores up to summation order — as long as left padding leaves every row's positions as
-they were:
+(key, value) first, each (N, heads, length, d), and the rows' tokens (`token_ids` (N, L))
+with the self-attention mask over them (`self_mask` (N, L), 1 = a real token, padding on
+the left). Rows whose histories differ in length share a step by left-padding the shorter
+caches. A masked key gets exactly zero weight, so a row's scores are its unbatched scores
+up to summation order — as long as left padding leaves every row's positions as they were:
 - an encoder-decoder (`EncoderDecoderSteps`): the encoder runs once at the start; the
   decoder starts from its start token; per layer the cache also holds the cross-attention
   (key, value) over the encoder states, which are right-padded to a common length and
@@ -28,12 +29,13 @@ they were:
   positions (T5's bucketed bias depends on query - key, which left padding leaves
   unchanged), or absolute ones the model takes per row (`takes_decoder_position_ids`, as
   BART's learned positions: every step then passes `decoder_position_ids` counted from
-  each row's first real token, the self-attention mask's cumulative sum). Without it,
-  rows only leave a batch, and new rows wait for a fresh one.
+  each row's first real token). Without it, rows only leave a batch, and new rows wait
+  for a fresh one.
 - a decoder-only model (`DecoderOnlySteps`): each row's prompt runs at the first step
-  (left-padded to the longest, as `generate` pads a batch), and every step passes position
-  ids counted from each row's first real token (the attention mask's cumulative sum, as
-  `generate`), so left padding never shifts a position and batches always merge.
+  (left-padded to the longest), and every step passes position ids counted from each
+  row's first real token, so left padding never shifts a position and batches always merge.
+Positions count from each row's first real token: the mask's cumulative sum (`positions`),
+transformers' rule for a left-padded batch.
 """
 
 from __future__ import annotations
@@ -56,39 +58,67 @@ def _pad_end(t: torch.Tensor, dim_from_end: int, size: int) -> torch.Tensor:
     return F.pad(t, [0, 0] * (dim_from_end - 1) + [0, size - t.shape[-dim_from_end]])
 
 
-def right_padded(rows: list[list[int]], pad_id: int, device: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, S) int64 ids padded at the end with pad_id, and their (B, S) attention mask."""
+def padded_rows(rows: list[list[int]], pad_id: int, device: Any = None, left: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, S) int64 ids padded with pad_id at the end (or the start: `left`), and their (B, S) attention mask."""
     width = max(len(row) for row in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
-        ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[i, :len(row)] = 1
+        span = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[i, span] = torch.tensor(row, dtype=torch.long)
+        mask[i, span] = 1
     return ids.to(device), mask.to(device)
 
 
+def right_padded(rows: list[list[int]], pad_id: int, device: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, S) int64 ids padded at the end with pad_id, and their (B, S) attention mask."""
+    return padded_rows(rows, pad_id, device)
+
+
+def _pad_id(config: Any) -> int:
+    return config.pad_token_id if config.pad_token_id is not None else 0  # masked: any id will do
+
+
 class StepRows:
-    """What both shapes share: each row's tokens (`history`), the tokens the next step feeds
-    (`pending` (N, n)), the self-attention mask over cache + pending (`self_mask` (N, L), 1 =
-    a real token, padding on the left) and the cache (`past`, None before the first step).
-    A subclass makes the model call (`forward`) and keeps its other inputs in step with the
-    rows (`select_inputs`, `trim_inputs`, `join_inputs`)."""
+    """What both shapes share: each row's tokens (`token_ids` (N, L) long) and the
+    self-attention mask over them (`self_mask` (N, L), 1 = a real token, padding on the
+    left), the tokens the next step feeds (`pending` (N, n): the last n columns; all of
+    them before the first step or without a cache) and the cache (`past`, None before the
+    first step). `generated` (N,): each row's new tokens so far. A subclass makes the model
+    call (`forward`) and keeps its other inputs in step with the rows (`select_inputs`,
+    `trim_inputs`, `join_inputs`).
+
+    input_padding: the batch's padding is its caller's input (`generate`'s left-padded
+    prompts, which transformers' n-gram rule reads as tokens), not alignment made here.
+    copies: after the first step each row becomes `copies` consecutive rows (beams,
+    returned samples), so the prompt's cache is computed once per input, then copied."""
 
     can_merge: bool = False
 
-    def __init__(self, model: Any, history: list[list[int]], pending: torch.Tensor, self_mask: torch.Tensor):
-        self.model = model
-        self.history = history
-        self.pending = pending
-        self.self_mask = self_mask
+    def __init__(self, model: Any, token_ids: torch.Tensor, self_mask: torch.Tensor, use_cache: bool = True,
+                 input_padding: bool = False, copies: int = 1):
+        self.model, self.use_cache, self.input_padding, self.copies = model, use_cache, input_padding, copies
+        self.token_ids, self.self_mask = token_ids, self_mask
+        self.generated = [0] * token_ids.shape[0]
+        self.pending_count = token_ids.shape[1]
         self.past = None
+        self.padded = bool((self_mask == 0).any())  # once per change of rows, not per step
 
     @property
     def rows(self) -> int:
-        return len(self.history)
+        return self.token_ids.shape[0]
 
-    def tokens(self, row: int) -> list[int]:
-        return self.history[row]
+    @property
+    def pending(self) -> torch.Tensor:
+        return self.token_ids[:, -self.pending_count:]
+
+    def tokens(self, row: int, last: int | None = None) -> list[int]:
+        """Row `row`'s tokens so far (its `last` ones), without alignment padding."""
+        ids, mask = self.token_ids[row], self.self_mask[row]
+        if last is not None:
+            ids, mask = ids[-last:], mask[-last:]
+        return (ids if self.input_padding else ids[mask.bool()]).tolist()
 
     def forward(self, padded: bool) -> Any:
         """The model on `pending` after `past` -> output with `logits` (N, n or 1, V) and
@@ -98,41 +128,58 @@ class StepRows:
     def positions(self) -> torch.Tensor:
         """(N, n) long: the pending tokens' positions, counted from each row's first real token
         (the mask's cumulative sum), so left padding shifts none."""
-        count = self.pending.shape[1]
-        return (self.self_mask.cumsum(dim=1) - 1).masked_fill(self.self_mask == 0, 0)[:, -count:]
+        return (self.self_mask.cumsum(dim=1) - 1).masked_fill(self.self_mask == 0, 0)[:, -self.pending_count:]
 
     def next_logits(self) -> torch.Tensor:
         """(N, V) float32 scores of each row's next token."""
-        out = self.forward(bool((self.self_mask == 0).any()))
-        self.past = out.past_key_values
-        return out.logits[:, -1].float()
+        out = self.forward(self.padded)
+        if self.use_cache:
+            self.past = out.past_key_values
+        logits = out.logits[:, -1].float()
+        if self.copies > 1:  # the first step, once per input: now each input's rows
+            self._select(torch.arange(self.rows, device=logits.device).repeat_interleave(self.copies))
+            logits, self.copies = logits.repeat_interleave(self.copies, dim=0), 1
+        return logits
 
     def append(self, chosen: torch.Tensor) -> None:
-        self.pending = chosen.view(-1, 1).to(self.pending.device)
+        """Record each row's chosen token (N,) long: the next step feeds it."""
+        self.token_ids = torch.cat((self.token_ids, chosen.view(-1, 1).to(self.token_ids.device)), dim=1)
         self.self_mask = F.pad(self.self_mask, (0, 1), value=1)
-        for row, token in zip(self.history, chosen.tolist()):
-            row.append(token)
+        self.pending_count = 1 if self.use_cache else self.token_ids.shape[1]
+        self.generated = [n + 1 for n in self.generated]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep the rows `index` (N,) in that order (beam search). Only the self-attention
+        cache moves: a beam is only ever replaced by a beam of the same input, whose
+        cross-attention keys and values (an encoder-decoder's last two) are the same."""
+        self.token_ids = self.token_ids.index_select(0, index)
+        self.self_mask = self.self_mask.index_select(0, index)
+        if self.past is not None:
+            self.past = tuple((k.index_select(0, index), v.index_select(0, index), *cross)
+                              for k, v, *cross in self.past)
+
+    def _select(self, index: torch.Tensor) -> None:
+        self.token_ids = self.token_ids.index_select(0, index)
+        self.self_mask = self.self_mask.index_select(0, index)
+        if self.past is not None:
+            self.past = tuple(tuple(t.index_select(0, index) for t in layer) for layer in self.past)
+        self.generated = [self.generated[i] for i in index.tolist()]
+        self.select_inputs(index)
 
     def keep(self, rows: list[int]) -> None:
         """Only `rows` go on, in that order; columns that became padding in every row are dropped."""
         if rows == list(range(self.rows)):
             return
-        index = torch.tensor(rows, dtype=torch.long, device=self.pending.device)
-        self.history = [self.history[i] for i in rows]
-        self.pending = self.pending.index_select(0, index)
-        self.self_mask = self.self_mask.index_select(0, index)
-        if self.past is not None:
-            self.past = tuple(tuple(t.index_select(0, index) for t in layer) for layer in self.past)
-        self.select_inputs(index)
+        self._select(torch.tensor(rows, dtype=torch.long, device=self.token_ids.device))
         if not rows:
             return
         left = int((self.self_mask.sum(dim=0) == 0).long().cumprod(dim=0).sum())  # leading all-pad columns
         if left:
-            self.self_mask = self.self_mask[:, left:]
-            if self.past is None:  # before the first step the mask covers the pending prompt itself
-                self.pending = self.pending[:, left:]
-            else:
+            self.token_ids, self.self_mask = self.token_ids[:, left:], self.self_mask[:, left:]
+            self.pending_count = min(self.pending_count, self.token_ids.shape[1])
+            if self.past is not None:
                 self.past = tuple((k[:, :, left:], v[:, :, left:], *rest) for k, v, *rest in self.past)
+        self.padded = bool((self.self_mask == 0).any())
         self.trim_inputs()
 
     def merge(self, other: "StepRows") -> None:
@@ -150,8 +197,9 @@ class StepRows:
 
         self.past = tuple(tuple(torch.cat(pair) for pair in zip(a, b)) for a, b in zip(cache(self), cache(other)))
         self.self_mask = torch.cat((_pad_start(self.self_mask, 1, length), _pad_start(other.self_mask, 1, length)))
-        self.pending = torch.cat((self.pending, other.pending))
-        self.history = self.history + other.history
+        self.token_ids = torch.cat((_pad_start(self.token_ids, 1, length), _pad_start(other.token_ids, 1, length)))
+        self.generated = self.generated + other.generated
+        self.padded = bool((self.self_mask == 0).any())
 
     # the model inputs besides the tokens (none for a decoder-only model)
     def select_inputs(self, index: torch.Tensor) -> None:
@@ -166,29 +214,37 @@ class StepRows:
 
 class EncoderDecoderSteps(StepRows):
     """Rows of an encoder-decoder being decoded together (see the module docstring): the
-    cache per decoder layer is (self_key, self_value, cross_key, cross_value)."""
+    cache per decoder layer is (self_key, self_value, cross_key, cross_value).
 
-    def __init__(self, model: Any, input_ids: list[list[int]]):
-        config = model.config
-        pad = config.pad_token_id if config.pad_token_id is not None else 0
-        start = getattr(config, "decoder_start_token_id", None)
-        start = pad if start is None else start
-        device = next(model.parameters()).device
-        ids, mask = right_padded(input_ids, pad, device)
-        super().__init__(model, [[start] for _ in input_ids],
-                         torch.full((len(input_ids), 1), start, dtype=torch.long, device=device),
-                         torch.ones((len(input_ids), 1), dtype=torch.long, device=device))
+    encoder_states (B, S, H) and encoder_mask (B, S): the encoder's output over the inputs;
+    every row starts from `start_token_id`."""
+
+    def __init__(self, model: Any, encoder_states: torch.Tensor, encoder_mask: torch.Tensor, start_token_id: int,
+                 use_cache: bool = True, copies: int = 1):
+        rows = encoder_states.shape[0]
+        device = encoder_states.device
+        super().__init__(model, torch.full((rows, 1), start_token_id, dtype=torch.long, device=device),
+                         torch.ones((rows, 1), dtype=torch.long, device=device), use_cache, copies=copies)
         self.can_merge = bool(getattr(model, "merges_decode_steps", False))
         self.takes_positions = bool(getattr(model, "takes_decoder_position_ids", False))
-        self.encoder_states = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-        self.encoder_mask = mask
+        self.encoder_states = encoder_states
+        self.encoder_mask = encoder_mask
+
+    @classmethod
+    def from_ids(cls, model: Any, input_ids: list[list[int]]) -> "EncoderDecoderSteps":
+        """The inputs' rows (the encoder runs now), each starting from the config's start token."""
+        config = model.config
+        start = getattr(config, "decoder_start_token_id", None)
+        ids, mask = right_padded(input_ids, _pad_id(config), next(model.parameters()).device)
+        states = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        return cls(model, states, mask, _pad_id(config) if start is None else start)
 
     def forward(self, padded: bool) -> Any:
         positions = {"decoder_position_ids": self.positions()} if self.takes_positions and padded else {}
         return self.model(encoder_outputs=SimpleNamespace(last_hidden_state=self.encoder_states),
                           attention_mask=self.encoder_mask, decoder_input_ids=self.pending,
                           decoder_attention_mask=self.self_mask if padded else None,
-                          past_key_values=self.past, use_cache=True, **positions)
+                          past_key_values=self.past, use_cache=self.use_cache, **positions)
 
     def select_inputs(self, index: torch.Tensor) -> None:
         self.encoder_states = self.encoder_states.index_select(0, index)
@@ -214,24 +270,20 @@ class EncoderDecoderSteps(StepRows):
 
 class DecoderOnlySteps(StepRows):
     """Rows of a decoder-only model being decoded together (see the module docstring): the
-    prompts, left-padded, run at the first step; the cache per layer is (key, value)."""
+    prompts (N, P), left-padded, run at the first step; the cache per layer is (key, value)."""
 
     can_merge = True  # positions come from the mask: left padding shifts none
 
-    def __init__(self, model: Any, input_ids: list[list[int]]):
+    @classmethod
+    def from_ids(cls, model: Any, input_ids: list[list[int]]) -> "DecoderOnlySteps":
+        """The prompts' rows, left-padded to the longest."""
         for i, row in enumerate(input_ids):
             if not row:
                 raise ConfigError(f"input_ids: row {i} is an empty prompt; give at least one token")
-        pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0  # masked: any id will do
-        device = next(model.parameters()).device
-        width = max(len(ids) for ids in input_ids)
-        ids = torch.full((len(input_ids), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(input_ids), width), dtype=torch.long)
-        for i, row in enumerate(input_ids):
-            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row):] = 1
-        super().__init__(model, [list(row) for row in input_ids], ids.to(device), mask.to(device))
+        ids, mask = padded_rows(input_ids, _pad_id(model.config), next(model.parameters()).device, left=True)
+        return cls(model, ids, mask)
 
     def forward(self, padded: bool) -> Any:
         return self.model(input_ids=self.pending, attention_mask=self.self_mask if padded else None,
-                          position_ids=self.positions(), past_key_values=self.past, use_cache=True, logits_to_keep=1)
+                          position_ids=self.positions(), past_key_values=self.past, use_cache=self.use_cache,
+                          logits_to_keep=1)

@@ -44,6 +44,12 @@ Decoding is vectorized over the batch and the beams: one model call and a fixed 
 of tensor ops per step, and one host sync (has every row finished?). Stop strings
 (`stop_strings=` with `tokenizer=`, greedy and sampling) decode each running row's last
 tokens on the host each step.
+
+One engine serves `generate` and the server's continuous batching: the model call per
+model shape is bertkit.model.decoding's (`EncoderDecoderSteps`, `DecoderOnlySteps`), the
+"choose, record, stop" step is bertkit.model.decoding_step's `decode_step`; here are its
+run-to-end schedule (`greedy_or_sample`) and beam search, which chooses among beams over
+the same model call and score rules (`process_scores`).
 """
 
 from __future__ import annotations
@@ -56,7 +62,8 @@ from typing import Any
 import torch
 
 from bertkit.errors import ConfigError
-from bertkit.model import logits_processing as rules
+from bertkit.model.decoding import DecoderOnlySteps, EncoderDecoderSteps, StepRows
+from bertkit.model.decoding_step import RowGroup, StopStrings, decode_step, process_scores
 from bertkit.model.packed_linear import packed_weights
 
 # transformers' default when neither max_new_tokens nor max_length is given: max_length 20
@@ -185,9 +192,7 @@ class GenerationMixin:
         """These inputs' rows, decoded one step at a time (bertkit.model.decoding): an
         `EncoderDecoderSteps` (the encoder runs now) or a `DecoderOnlySteps` (the prompts
         run at the first step)."""
-        from bertkit.model.decoding import DecoderOnlySteps, EncoderDecoderSteps
-
-        return (EncoderDecoderSteps if is_encoder_decoder(self) else DecoderOnlySteps)(self, input_ids)
+        return (EncoderDecoderSteps if is_encoder_decoder(self) else DecoderOnlySteps).from_ids(self, input_ids)
 
     def resolve_decoding(self, input_ids: list[int], **options: Any) -> tuple[list[int], GenerationSettings]:
         """One input's ids and settings as `generate` resolves them for that input alone (the
@@ -227,7 +232,7 @@ class GenerationMixin:
         them: the new tokens are sequences[:, prompt_length:]) instead of the tensor."""
         if is_encoder_decoder(self):
             settings = resolve_settings(self.config, 1, **options)
-            decoder, prompt, prompt_mask = _seq2seq_start(self, input_ids, attention_mask, encoder_outputs, settings)
+            steps = _seq2seq_steps(self, input_ids, attention_mask, encoder_outputs, settings)
         else:
             if encoder_outputs is not None:
                 raise ConfigError("encoder_outputs: a decoder-only model has no encoder")
@@ -235,20 +240,18 @@ class GenerationMixin:
             settings = resolve_settings(self.config, prompt.shape[1], encoder_decoder=False, **options)
             prompt, prompt_mask, settings = fit_context(prompt, prompt_mask, settings,
                                                         getattr(self.config, "position_limit", None))
-            copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
-            decoder = CausalDecoder(self, prompt_mask, settings.max_length, settings.use_cache, copies)
+            steps = DecoderOnlySteps(self, prompt, prompt_mask.long(), settings.use_cache, input_padding=True,
+                                     copies=_copies(settings))
         if seed is not None and generator is None:
-            generator = torch.Generator(prompt.device).manual_seed(seed)
+            generator = torch.Generator(steps.token_ids.device).manual_seed(seed)
         stops = StopStrings(stop_strings, tokenizer) if stop_strings is not None else None
         if stops is not None and settings.num_beams > 1:
             raise ConfigError("stop_strings: supported with greedy decoding and sampling (num_beams 1)")
         with packed_weights():  # the decoding steps' few rows: oneDNN's packed weights (bertkit.model.packed_linear)
             if settings.num_beams > 1:
-                sequences = beam_search(decoder, prompt, prompt_mask, settings, generator)
+                sequences = beam_search(steps, settings, generator)
             else:
-                copies = settings.num_return_sequences
-                sequences = greedy_or_sample(decoder, prompt.repeat_interleave(copies, dim=0),
-                                             prompt_mask.repeat_interleave(copies, dim=0), settings, generator, stops)
+                sequences = greedy_or_sample(steps, settings, generator, stops)
         return GenerateOutput(sequences, settings.prompt_length) if return_dict_in_generate else sequences
 
 
@@ -267,8 +270,14 @@ class GenerateOutput:
         return self.sequences[:, self.prompt_length:]
 
 
-def _seq2seq_start(model: Any, input_ids, attention_mask, encoder_outputs, settings: GenerationSettings):
-    """An encoder-decoder's first state: the encoder run once; the prompt is the start token."""
+def _copies(settings: GenerationSettings) -> int:
+    """Rows per input: its beams, or its returned samples."""
+    return settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
+
+
+def _seq2seq_steps(model: Any, input_ids, attention_mask, encoder_outputs,
+                   settings: GenerationSettings) -> EncoderDecoderSteps:
+    """An encoder-decoder's rows: the encoder run once; each row starts from the start token."""
     if encoder_outputs is None:
         if input_ids is None:
             raise ConfigError("input_ids: required (or encoder_outputs)")
@@ -276,10 +285,8 @@ def _seq2seq_start(model: Any, input_ids, attention_mask, encoder_outputs, setti
     states = encoder_outputs.last_hidden_state
     if attention_mask is None:
         attention_mask = torch.ones(states.shape[:2], dtype=torch.long, device=states.device)
-    copies = settings.num_beams if settings.num_beams > 1 else settings.num_return_sequences
-    decoder = Seq2SeqDecoder(model, encoder_outputs, attention_mask, settings.use_cache, copies)
-    prompt = torch.full((states.shape[0], 1), settings.decoder_start_token_id, dtype=torch.long, device=states.device)
-    return decoder, prompt, torch.ones_like(prompt, dtype=torch.bool)
+    return EncoderDecoderSteps(model, states, attention_mask, settings.decoder_start_token_id, settings.use_cache,
+                               _copies(settings))
 
 
 def _decoder_prompt(config: Any, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None):
@@ -322,190 +329,29 @@ def fit_context(prompt: torch.Tensor, prompt_mask: torch.Tensor, settings: Gener
     return prompt, prompt_mask, dataclasses.replace(settings, prompt_length=prompt.shape[1])
 
 
-def _repeat_rows(encoder_outputs: Any, copies: int) -> Any:
-    """The encoder output with each row repeated `copies` times (beams, returned sequences)."""
-    if copies == 1:
-        return encoder_outputs
-    repeated = encoder_outputs.last_hidden_state.repeat_interleave(copies, dim=0)
-    return dataclasses.replace(encoder_outputs, last_hidden_state=repeated)
-
-
-class CachedDecoder:
-    """The model run one step at a time, carrying the KV cache: what both shapes share.
-
-    Each input's hypotheses (beams, returned samples) are `copies` consecutive rows. They
-    all begin with the same prompt, so with the cache the first step runs once per input
-    and its cache rows are copied: the prompt's keys and values (an encoder-decoder's
-    cross-attention over the encoder states, a decoder-only model's prompt) are computed
-    once per input, not once per beam. Subclasses make the model call (`step`)."""
-
-    def __init__(self, model: Any, use_cache: bool, copies: int, device: torch.device):
-        self.model, self.use_cache, self.copies, self.device = model, use_cache, copies, device
-        self.past = None
-
-    def step(self, new_tokens: torch.Tensor, length: int, past: Any, per_input: bool) -> Any:
-        """The model on `new_tokens` (N, n), the last n of `length` tokens a row, after the
-        cache `past`; `per_input`: one row per input (the shared first step). -> its output."""
-        raise NotImplementedError
-
-    def next_logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(N, V) float32 scores of the token after `tokens` (N, L)."""
-        length = tokens.shape[1]
-        if self.past is None and self.use_cache and self.copies > 1:  # one row per input, then copied
-            out = self.step(tokens[::self.copies], length, None, per_input=True)
-            self.past = tuple(tuple(t.repeat_interleave(self.copies, dim=0) for t in layer)
-                              for layer in out.past_key_values)
-            return out.logits[:, -1].float().repeat_interleave(self.copies, dim=0)
-        new = tokens[:, -1:] if self.past is not None else tokens
-        out = self.step(new, length, self.past, per_input=False)
-        if self.use_cache:
-            self.past = out.past_key_values
-        return out.logits[:, -1].float()
-
-    def reorder(self, rows: torch.Tensor) -> None:
-        """Keep the cache rows `rows` (N,) in that order (beam search).
-
-        Only the self-attention tensors (each layer's first two) move: a beam is only ever
-        replaced by a beam of the same input, whose cross-attention keys and values (an
-        encoder-decoder's last two) are the same encoder states'."""
-        if self.past is not None:
-            self.past = tuple((k.index_select(0, rows), v.index_select(0, rows), *cross)
-                              for k, v, *cross in self.past)
-
-
-class Seq2SeqDecoder(CachedDecoder):
-    """An encoder-decoder's decoder over fixed encoder states."""
-
-    def __init__(self, model: Any, encoder_outputs: Any, attention_mask: torch.Tensor, use_cache: bool,
-                 copies: int = 1):
-        super().__init__(model, use_cache, copies, attention_mask.device)
-        self.per_input = (encoder_outputs, attention_mask)
-        self.per_row = (_repeat_rows(encoder_outputs, copies), attention_mask.repeat_interleave(copies, dim=0))
-
-    def step(self, new_tokens, length, past, per_input):
-        encoder_outputs, attention_mask = self.per_input if per_input else self.per_row
-        return self.model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
-                          decoder_input_ids=new_tokens, past_key_values=past, use_cache=self.use_cache)
-
-
-class CausalDecoder(CachedDecoder):
-    """A decoder-only model over its prompt: the attention mask covers the prompt (its left
-    padding masked) and every new token; position ids count real tokens from each row's
-    first (transformers': cumsum of the mask - 1, 0 at padding)."""
-
-    def __init__(self, model: Any, prompt_mask: torch.Tensor, max_length: int, use_cache: bool, copies: int = 1):
-        super().__init__(model, use_cache, copies, prompt_mask.device)
-        mask = torch.ones(prompt_mask.shape[0], max_length, dtype=torch.long, device=prompt_mask.device)
-        mask[:, :prompt_mask.shape[1]] = prompt_mask.long()
-        positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 0)
-        self.padded = not bool(prompt_mask.all())
-        self.per_input = (mask, positions)
-        self.per_row = (mask.repeat_interleave(copies, dim=0), positions.repeat_interleave(copies, dim=0))
-
-    def step(self, new_tokens, length, past, per_input):
-        mask, positions = self.per_input if per_input else self.per_row
-        count = new_tokens.shape[1]
-        return self.model(input_ids=new_tokens, attention_mask=mask[:, :length] if self.padded else None,
-                          position_ids=positions[:, length - count:length], past_key_values=past,
-                          use_cache=self.use_cache, logits_to_keep=1)
-
-
-class StopStrings:
-    """`stop_strings`: a row ends when the text of its last tokens comes to contain one of
-    them, overlapping the newest token (transformers' StopStringCriteria: a stop string
-    already in the prompt does not end anything)."""
-
-    def __init__(self, strings: str | list[str], tokenizer: Any):
-        strings = [strings] if isinstance(strings, str) else list(strings)
-        if not strings or not all(isinstance(s, str) and s for s in strings):
-            raise ConfigError(f"stop_strings: must be non-empty strings, got {strings!r}")
-        if tokenizer is None or not hasattr(tokenizer, "decode"):
-            raise ConfigError("stop_strings: needs tokenizer= (the stop strings are matched in decoded text)")
-        self.strings, self.tokenizer = strings, tokenizer
-        self.window = 4 * max(len(s) for s in strings) + 1  # tokens holding any stop string (>= 1 byte a token)
-
-    def ended(self, tokens: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
-        """(N,) bool: the running rows of tokens (N, L) whose newest token completes a stop string."""
-        hits = torch.zeros_like(running)
-        for row in running.nonzero().flatten().tolist():
-            ids = tokens[row, -self.window:].tolist()
-            before, now = self.tokenizer.decode(ids[:-1]), self.tokenizer.decode(ids)
-            hits[row] = any(s in now[max(0, len(before) - len(s) + 1):] for s in self.strings)
-        return hits
-
-
-def process_scores(scores: torch.Tensor, tokens: torch.Tensor, counted: torch.Tensor, settings: GenerationSettings,
-                   eos_ids: torch.Tensor, min_keep: int) -> torch.Tensor:
-    """One step's score rules (bertkit.model.logits_processing) in transformers' order.
-    tokens: (N, L) the hypotheses so far, prompt included; counted: (N, L) bool, the
-    positions the repetition penalty reads (not the prompt's padding); min_keep: tokens
-    the sampling filters keep."""
-    if settings.repetition_penalty != 1.0:
-        scores = rules.penalize_repetitions(scores, tokens, settings.repetition_penalty, counted)
-    if settings.no_repeat_ngram_size:
-        scores = rules.ban_repeated_ngrams(scores, tokens, settings.no_repeat_ngram_size)
-    if eos_ids.numel() and tokens.shape[1] - settings.prompt_length < settings.min_new_tokens:
-        scores = rules.ban_eos(scores, eos_ids)
-    if settings.forced_bos_token_id is not None and tokens.shape[1] == settings.prompt_length:
-        scores = rules.force_token(scores, torch.tensor([settings.forced_bos_token_id], device=scores.device))
-    if settings.forced_eos_token_ids and tokens.shape[1] == settings.max_length - 1:
-        scores = rules.force_token(scores, torch.tensor(settings.forced_eos_token_ids, device=scores.device))
-    if settings.do_sample:
-        if settings.temperature != 1.0:
-            scores = rules.scale_temperature(scores, settings.temperature)
-        if settings.top_k:
-            scores = rules.keep_top_k(scores, settings.top_k, min_keep)
-        if settings.top_p < 1.0:
-            scores = rules.keep_top_p(scores, settings.top_p, min_keep)
-    return scores
-
-
-def _start_rows(prompt: torch.Tensor, prompt_mask: torch.Tensor, settings: GenerationSettings
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rows, max_length) tokens holding the prompt then the fill token, and the positions
-    the repetition penalty reads (the prompt's real tokens and every new one)."""
-    rows, length = prompt.shape
-    tokens = torch.full((rows, settings.max_length), settings.fill_token_id, dtype=torch.long, device=prompt.device)
-    tokens[:, :length] = prompt
-    counted = torch.ones(rows, settings.max_length, dtype=torch.bool, device=prompt.device)
-    counted[:, :length] = prompt_mask
-    return tokens, counted
-
-
-def greedy_or_sample(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch.Tensor,
-                     settings: GenerationSettings, generator: torch.Generator | None,
+def greedy_or_sample(steps: StepRows, settings: GenerationSettings, generator: torch.Generator | None,
                      stops: StopStrings | None = None) -> torch.Tensor:
-    """Greedy decoding (argmax) or sampling from prompt (rows, P), every hypothesis at
-    once -> (rows, T) long, the prompt first."""
-    eos_ids = torch.tensor(settings.eos_token_ids, dtype=torch.long, device=decoder.device)
-    tokens, counted = _start_rows(prompt, prompt_mask, settings)
-    running = torch.ones(prompt.shape[0], dtype=torch.bool, device=decoder.device)
-    stoppable = bool(eos_ids.numel()) or stops is not None
-    length = settings.prompt_length
-    while length < settings.max_length:
-        scores = process_scores(decoder.next_logits(tokens[:, :length]), tokens[:, :length], counted[:, :length],
-                                settings, eos_ids, 1)
-        if settings.do_sample:
-            chosen = torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(1)
-        else:
-            chosen = scores.argmax(dim=-1)
+    """Greedy decoding (argmax) or sampling, every hypothesis at once, to the end: the
+    run-to-end schedule of `decode_step` (bertkit.model.decoding_step); a finished row
+    gets the fill token. -> (rows, T) long, the prompt first."""
+    groups = [RowGroup(settings, generator=generator, stops=stops)]
+    stoppable = bool(settings.eos_token_ids) or stops is not None
+    running = torch.ones(steps.rows * steps.copies, dtype=torch.bool, device=steps.token_ids.device) \
+        if stoppable else None
+    for _ in range(settings.max_new_tokens):
+        result = decode_step(steps, groups, running)
         if stoppable:
-            chosen = torch.where(running, chosen, settings.fill_token_id)
-        tokens[:, length] = chosen
-        length += 1
-        if eos_ids.numel():
-            running &= ~torch.isin(chosen, eos_ids)
-        if stops is not None:
-            running &= ~stops.ended(tokens[:, :length], running)
-        if stoppable and not running.any():
-            break
-    return tokens[:, :length]
+            running &= ~result.eos
+            if result.stopped is not None:
+                running &= ~result.stopped
+            if not running.any():  # the step's one host sync
+                break
+    return steps.token_ids
 
 
-def beam_search(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch.Tensor,
-                settings: GenerationSettings, generator: torch.Generator | None) -> torch.Tensor:
+def beam_search(steps: StepRows, settings: GenerationSettings, generator: torch.Generator | None) -> torch.Tensor:
     """Beam search (with sampling when settings.do_sample) as transformers' `_beam_search`,
-    from prompt (batch, P), one row per input.
+    over `steps` (one row per input before its first step: the prompt (batch, P)).
 
     Per input, `num_beams` running hypotheses and the `num_beams` best finished ones. Each
     step takes the top `candidates` = 2 * num_beams continuations over all beams (more
@@ -517,15 +363,15 @@ def beam_search(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch
     not beat the worst finished one; "never" — as False, but with a positive
     length_penalty the running score is divided by max_new_tokens (the best it could
     get). -> (batch * num_return_sequences, T) long, best first, the prompt first."""
-    beams, device = settings.num_beams, decoder.device
-    batch, prompt_length = prompt.shape
+    beams, device = settings.num_beams, steps.token_ids.device
+    batch, prompt_length = steps.token_ids.shape
     eos_ids = torch.tensor(settings.eos_token_ids, dtype=torch.long, device=device)
     candidates = max(2, 1 + len(settings.eos_token_ids)) * beams
     max_length = settings.max_length
 
-    start, start_counted = _start_rows(prompt, prompt_mask, settings)
+    start = torch.full((batch, max_length), settings.fill_token_id, dtype=torch.long, device=device)
+    start[:, :prompt_length] = steps.token_ids
     running = start[:, None, :].repeat(1, beams, 1)  # (batch, beams, max_length)
-    counted = start_counted.repeat_interleave(beams, dim=0)  # (batch * beams, max_length): same for every beam
     running_scores = torch.zeros(batch, beams, device=device)
     running_scores[:, 1:] = _NEG  # all beams start equal: let only the first one expand
     finished = running.clone()
@@ -538,10 +384,9 @@ def beam_search(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch
 
     length = prompt_length  # tokens in every running hypothesis
     while True:
-        flat = running[:, :, :length].reshape(batch * beams, length)
-        log_probs = decoder.next_logits(flat).log_softmax(dim=-1)
-        log_probs = process_scores(log_probs, flat, counted[:, :length], settings, eos_ids,
-                                   len(settings.eos_token_ids) + 1)
+        log_probs = steps.next_logits().log_softmax(dim=-1)  # steps' tokens: running's, (batch * beams, length)
+        log_probs = process_scores(log_probs, steps.token_ids, steps.self_mask.bool(), settings, eos_ids,
+                                   len(settings.eos_token_ids) + 1, steps.generated)
         vocab = log_probs.shape[-1]
         # in place: log_probs is this step's own (B * beams, V) tensor; a second one of that size costs a pass
         totals = log_probs.view(batch, beams, vocab).add_(running_scores[:, :, None]).view(batch, beams * vocab)
@@ -580,7 +425,8 @@ def beam_search(decoder: CachedDecoder, prompt: torch.Tensor, prompt_mask: torch
         finished_lengths = torch.cat((finished_lengths, new_lengths), dim=1).gather(1, best)
         is_finished = torch.cat((is_finished, just_finished), dim=1).gather(1, best)
 
-        decoder.reorder((kept_source + row_offsets).view(-1))
+        steps.reorder((kept_source + row_offsets).view(-1))
+        steps.append(running[:, :, length].reshape(-1))
         length += 1
         improvable = improvable & _may_improve(running_scores, finished_scores, is_finished, length, settings)
         done = ~improvable.any() | ends.all()  # nothing can improve, or every continuation ended

@@ -38,18 +38,22 @@ def penalize_repetitions(scores: torch.Tensor, tokens: torch.Tensor, penalty: fl
     return scores.scatter(1, tokens, seen)[:, :vocab]
 
 
-def ban_repeated_ngrams(scores: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor:
+def ban_repeated_ngrams(scores: torch.Tensor, tokens: torch.Tensor, n: int,
+                        counted: torch.Tensor | None = None) -> torch.Tensor:
     """Ban every token that would complete an n-gram already in its hypothesis.
 
     tokens: (N, L) the decoder tokens so far (the start token included, as transformers
-    counts them). The last n-1 tokens are compared with every window of the hypothesis;
-    the token that followed each matching window is banned."""
+    counts them); counted: (N, L) bool, the positions that are the row's (False: padding
+    that aligns rows of different lengths; None: all). The last n-1 tokens are compared
+    with every window of the hypothesis; the token that followed each matching window is banned."""
     length = tokens.shape[1]
     if length < n:  # not one complete n-gram yet
         return scores
     windows = tokens.unfold(1, n, 1)  # (N, L-n+1, n)
     prefix = tokens[:, length - n + 1:]  # (N, n-1); empty for n = 1: every seen token is banned
     matches = (windows[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (N, L-n+1)
+    if counted is not None:  # a window over padding is no n-gram of the row's
+        matches &= counted.unfold(1, n, 1).all(dim=-1)
     # scatter_add, not scatter: a token may follow both a matching and a non-matching window
     hits = torch.zeros_like(scores).scatter_add_(1, windows[:, :, -1], matches.to(scores.dtype))
     return scores.masked_fill(hits > 0, float("-inf"))

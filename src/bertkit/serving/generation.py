@@ -7,11 +7,12 @@ The worker thread (bertkit.serving.batching) admits queued requests between deco
 — `admit` starts their rows together (the model's `decode_steps`, bertkit.model.decoding:
 an encoder-decoder's encoder, a decoder-only model's prompts left-padded) and runs their
 first decoding step, then their rows join the running batch — and calls `step` while any
-row runs: one model call for every running row, then each row's own logits rules and
-choice, exactly as `generate`'s greedy/sampling loop does for one input
-(bertkit.model.generation), so a request's text is `bertkit generate`'s for the same
-settings. A row leaves when it ends (EOS, max_new_tokens, a stop string) or its client
-went away (`cancelled`): its slot is free at the next step.
+row runs: the join-and-leave schedule of the step `generate`'s greedy/sampling loop runs
+(bertkit.model.decoding_step.decode_step: one model call for every running row, each
+group of rows alike in settings ruled and chosen together, stop strings checked), so a
+request's text is `bertkit generate`'s for the same settings. A row leaves when it ends
+(EOS, max_new_tokens, a stop string) or its client went away (`cancelled`): its slot is
+free at the next step.
 
 The decoding steps run inside `packed_weights()` (bertkit.model.packed_linear: oneDNN's
 packed copies of the weights, made on second use) with one cache kept for the server's
@@ -26,8 +27,9 @@ steps cannot merge rows of different lengths (an encoder-decoder with absolute d
 positions it does not take per row; T5 and BART merge) admits new requests only when no
 row runs — requests that arrive together still share every step.
 
-Events: {"type": "token", "token": {"id", "text", "logprob", "special"}} per new token,
-then {"type": "end", "generated_text", "finish_reason" ("length", "eos_token",
+Events: {"type": "token", "token": {"id", "text", "logprob", "special"}} per new token
+(not a forced BOS, BART's first token: as transformers' and TGI's streams, neither emitted
+nor counted in generated_tokens), then {"type": "end", "generated_text", "finish_reason" ("length", "eos_token",
 "stop_sequence"), "generated_tokens", "tokens", "seed", "input_length"}, or
 {"type": "error", "error": exception}.
 """
@@ -42,7 +44,8 @@ import torch
 
 from bertkit.inference.generation import generated_text
 from bertkit.inference.loading import LoadedModel
-from bertkit.model.generation import GenerationSettings, process_scores
+from bertkit.model.decoding_step import RowGroup, StopStrings, decode_step
+from bertkit.model.generation import GenerationSettings
 from bertkit.model.packed_linear import packed_weights, plain_weights
 
 log = logging.getLogger("bertkit.serve")
@@ -68,7 +71,7 @@ class GenerationJob:
 class _Row:
     job: GenerationJob
     generator: torch.Generator | None
-    eos_ids: torch.Tensor
+    stops: StopStrings | None
     new: list[int] = field(default_factory=list)
     tokens: list[dict] = field(default_factory=list)
     text: str = ""
@@ -84,6 +87,7 @@ class DecodeLoop:
         self.steps = None
         self.rows: list[_Row] = []
         self._packed: dict = {}  # the decoding steps' packed weights, kept between batches
+        self._stops: dict[tuple[str, ...], StopStrings] = {}  # one per set of stop strings: rows share a group
 
     @property
     def active(self) -> bool:
@@ -131,8 +135,10 @@ class DecodeLoop:
     def _row(self, request: GenerationJob) -> _Row:
         device = next(self.loaded.model.parameters()).device
         generator = None if request.seed is None else torch.Generator(device).manual_seed(request.seed)
-        eos = torch.tensor(request.settings.eos_token_ids, dtype=torch.long, device=device)
-        return _Row(request, generator, eos)
+        stops = None
+        if request.stop:
+            stops = self._stops.setdefault(request.stop, StopStrings(list(request.stop), self.loaded.tokenizer))
+        return _Row(request, generator, stops)
 
     # ------------------------------------------------------------------ decoding
 
@@ -154,34 +160,25 @@ class DecodeLoop:
         self.rows, self.steps = [], None
 
     def _advance(self, steps, rows: list[_Row]) -> None:
-        """Run one step of `steps` (its rows: `rows`), choose, emit, and drop the rows that ended."""
-        scores = steps.next_logits()
-        processed = scores  # (N, V): each row's scores after its own rules (a copy once a rule changes one)
-        for i, row in enumerate(rows):
-            history = torch.tensor([steps.tokens(i)], dtype=torch.long, device=scores.device)
-            own = scores[i:i + 1]
-            ruled = process_scores(own, history, None, row.job.settings, row.eos_ids, 1)
-            if ruled is not own:
-                if processed is scores:
-                    processed = scores.clone()
-                processed[i] = ruled[0]
-        chosen = processed.argmax(dim=-1)  # the greedy rows' choice, in one call
-        for i, row in enumerate(rows):
-            if row.job.settings.do_sample:  # each row draws from its own generator, as `generate` for one input
-                chosen[i] = torch.multinomial(processed[i:i + 1].softmax(dim=-1), 1, generator=row.generator)[0, 0]
-        logprobs = processed.log_softmax(dim=-1).gather(1, chosen[:, None])[:, 0].tolist()
-        steps.append(chosen)
+        """Run one step of `steps` (its rows: `rows`), emit, and drop the rows that ended."""
+        result = decode_step(steps, _groups(rows), logprobs=True)
+        stopped = [False] * len(rows) if result.stopped is None else result.stopped.tolist()
         ended = []
-        for i, (row, token, logprob) in enumerate(zip(rows, chosen.tolist(), logprobs)):
-            reason = self._take(row, token, logprob)
+        for i, (row, token, logprob, eos, stop) in enumerate(zip(rows, result.chosen.tolist(),
+                                                                 result.logprobs.tolist(), result.eos.tolist(), stopped)):
+            self._take(row, token, logprob)
+            reason = "eos_token" if eos else "stop_sequence" if stop else \
+                "length" if len(row.new) >= row.job.settings.max_new_tokens else None
             if reason is not None:
                 self._finish(row, reason)
                 ended.append(i)
         self._drop(ended, steps, rows)
 
-    def _take(self, row: _Row, token: int, logprob: float) -> str | None:
-        """Record and emit one token; the finish reason when the row ends with it."""
+    def _take(self, row: _Row, token: int, logprob: float) -> None:
+        """Record one token and emit it (not a forced BOS: see the module docstring)."""
         row.new.append(token)
+        if len(row.new) == 1 and row.job.settings.forced_bos_token_id is not None:
+            return
         special = token in row.job.settings.eos_token_ids or token in self.loaded.tokenizer.all_special_ids
         text = generated_text(self.loaded, row.new)
         piece = text[len(row.text):] if text.startswith(row.text) else text
@@ -189,17 +186,10 @@ class DecodeLoop:
         entry = {"id": token, "text": "" if special and not piece else piece, "logprob": logprob, "special": special}
         row.tokens.append(entry)
         row.job.emit({"type": "token", "token": entry})
-        if token in row.job.settings.eos_token_ids:
-            return "eos_token"
-        if any(stop in text for stop in row.job.stop):
-            return "stop_sequence"
-        if len(row.new) >= row.job.settings.max_new_tokens:
-            return "length"
-        return None
 
     def _finish(self, row: _Row, reason: str) -> None:
         row.job.emit({"type": "end", "generated_text": row.text, "finish_reason": reason,
-                      "generated_tokens": len(row.new), "tokens": row.tokens, "seed": row.job.seed,
+                      "generated_tokens": len(row.tokens), "tokens": row.tokens, "seed": row.job.seed,
                       "input_length": len(row.job.input_ids)})
 
     @staticmethod
@@ -210,3 +200,15 @@ class DecodeLoop:
         keep = [i for i in range(len(rows)) if i not in gone]
         steps.keep(keep)
         rows[:] = [rows[i] for i in keep]
+
+
+def _groups(rows: list[_Row]) -> list[RowGroup]:
+    """The rows grouped by how they choose (settings, a sampling row's generator, stop
+    strings): each group's rules run once over its rows."""
+    by_choice: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        generator = row.generator if row.job.settings.do_sample else None
+        by_choice.setdefault((row.job.settings, generator, row.stops), []).append(i)
+    whole = len(by_choice) == 1
+    return [RowGroup(settings, None if whole else index, generator, stops)
+            for (settings, generator, stops), index in by_choice.items()]
