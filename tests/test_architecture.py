@@ -148,11 +148,45 @@ def test_each_model_family_is_a_package_with_config_and_modeling():
         assert (MODEL / family / "config.py").exists() and (MODEL / family / "modeling.py").exists(), family
 
 
+def family_imports(path: Path) -> set[str]:
+    """The family packages `path` imports, in annotations too."""
+    return {module.split(".")[2] for module in imported_modules(path)
+            if module.startswith("bertkit.model.") and module.split(".")[2] in FAMILIES}
+
+
 def test_shared_model_modules_import_no_family():
-    """model/*.py is what families share: it may name a family's config in annotations only."""
-    offenders = sorted(f"{path.name} -> {module}" for path in MODEL.glob("*.py")
-                       for module in runtime_imports(path) if module.split(".")[2] in FAMILIES)
+    """model/*.py is what families share: it names no family, not even in annotations."""
+    offenders = sorted(f"{path.name} -> {family}" for path in MODEL.glob("*.py") for family in family_imports(path)
+                       if path.name not in ("__init__.py", "families.py"))  # the registry and the re-exports
     assert not offenders, "shared model modules importing a family:\n" + "\n".join(offenders)
+
+
+def test_family_packages_import_only_the_family_they_are_built_on():
+    """A family package imports another only when its registry entry declares it `built_on` that one
+    (RoBERTa, ELECTRA and ALBERT on BERT); whatever else two families share lives in model/*.py."""
+    from bertkit.model.families import MODEL_FAMILIES
+
+    declared = {family.config.split(".")[2]: {family.built_on} - {None} for family in MODEL_FAMILIES.values()}
+    offenders = sorted(f"{family}/{path.name} -> {other}" for family in FAMILIES
+                       for path in (MODEL / family).glob("*.py") for other in family_imports(path)
+                       if other != family and other not in declared.get(family, set()))
+    assert not offenders, "undeclared imports between family packages:\n" + "\n".join(offenders)
+
+
+def test_finetuning_tasks_and_serving_name_no_family_or_recipe():
+    """The fine-tuning run, the task families and the server ask the registry: they import no family
+    package and name no family's recipe (a family's fine-tuning recipe is its registry's)."""
+    paths = [PACKAGE / "finetuning.py", *(PACKAGE / "tasks").glob("*.py"), *(PACKAGE / "serving").glob("*.py")]
+    offenders = sorted(f"{path.relative_to(PACKAGE)} -> {family}" for path in paths for family in family_imports(path))
+    offenders += sorted(f"{path.relative_to(PACKAGE)} names gpt1" for path in paths
+                        if re.search(r"gpt1", path.read_text(encoding="utf-8"), re.IGNORECASE))
+    assert not offenders, "\n".join(offenders)
+
+
+def test_ignore_index_is_defined_once():
+    definitions = [f"{path.relative_to(PACKAGE)}" for path in PACKAGE.rglob("*.py")
+                   if re.search(r"^IGNORE_INDEX\s*(:[^=]*)?=", path.read_text(encoding="utf-8"), re.MULTILINE)]
+    assert definitions == ["labels.py"], definitions
 
 
 def test_registry_names_each_family_from_its_package():

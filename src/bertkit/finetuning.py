@@ -41,6 +41,7 @@ from typing import Any
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.model.recipes import PLAIN_FINETUNING, FinetuningRecipe
 from bertkit.evaluation.metrics import axis_label, format_metric
 from bertkit.tasks.registry import CLASSIFICATION
 from bertkit.training.config import (
@@ -114,13 +115,12 @@ class FinetuneConfig(TrainingConfig):
     reinit_head: bool = False  # ignore the checkpoint's head and label map: always a fresh head
     grid_lrs: list | None = None
     grid_epochs: list | None = None
-    # GPT-1's recipe (decoder-only models, bertkit.tasks.gpt1_recipe, whose defaults they take:
-    # lm_coef 0.5, classifier_dropout 0.1, lr 6.25e-5, warmup_ratio 0.002): the auxiliary LM
-    # loss's weight, and dropout on the classifier's input (None: the model's own)
+    # read by a model family's fine-tuning recipe (bertkit.model.recipes.FinetuningRecipe, whose
+    # `defaults` a run of the family starts from; set for a family whose recipe reads none: an error):
+    # an auxiliary LM loss's weight, dropout on the classifier's input (None: the model's own), and
+    # each pair read in both orders with the two scores added (None: the recipe's rule)
     lm_coef: float = 0.0
     classifier_dropout: float | None = None
-    # GPT-1's similarity rule: each pair in both orders, the two scores added (None: the paper's
-    # similarity tasks STS-B, MRPC, QQP and regression on pairs; decoder-only models only)
     both_orders: bool | None = None
     model: dict = field(default_factory=dict)
     # the feature-based approach (tagging only, bertkit.tasks.feature_tagger): a frozen encoder's
@@ -220,11 +220,9 @@ def build_config(values: dict[str, Any], overrides: dict[str, str]) -> FinetuneC
 
 
 def model_family_defaults(init_from: str | None) -> dict[str, Any]:
-    """The fine-tuning defaults of the starting checkpoint's model family: GPT-1's recipe for a
-    decoder-only one (bertkit.tasks.gpt1_recipe), none otherwise (or when the checkpoint cannot
-    be read yet: `prepare` names the problem)."""
+    """The fine-tuning defaults of the starting checkpoint's model family's recipe (none when the
+    checkpoint cannot be read yet: `prepare` names the problem)."""
     from bertkit.model.families import family_of
-    from bertkit.tasks import gpt1_recipe
 
     if not init_from or not (Path(init_from) / "config.json").is_file():
         return {}
@@ -232,7 +230,7 @@ def model_family_defaults(init_from: str | None) -> dict[str, Any]:
         family = family_of(init_from)
     except BertkitError:
         return {}
-    return dict(gpt1_recipe.FINETUNE_DEFAULTS) if gpt1_recipe.applies_to(family) else {}
+    return dict(family.finetuning_recipe().defaults)
 
 
 GLUE_DEV_FILES = {"mnli": "dev_matched.tsv", "mnli-mm": "dev_mismatched.tsv"}
@@ -269,11 +267,25 @@ class PreparedTask:
     dev: Any  # TaskData | None
     keep_head: bool
     feature_cache: Any = None  # feature-based tagging: bertkit.tasks.feature_tagger.FeatureCache
+    recipe: FinetuningRecipe = PLAIN_FINETUNING  # the model family's
 
     @property
     def family(self):
         """The task family's registry entry (its hooks: bertkit.tasks.hooks)."""
         return self.program_cls.task_family()
+
+
+def check_recipe_fields(config: FinetuneConfig, recipe, model_type: str, source) -> None:
+    """A field of another family's fine-tuning recipe set on this run: an error naming it."""
+    from bertkit.model.families import recipe_fields
+
+    defaults = FinetuneConfig.__dataclass_fields__
+    for name, model_types in recipe_fields().items():
+        if name not in recipe.fields and getattr(config, name) != defaults[name].default:
+            hint = " (its classifier dropout is model.hidden_dropout_prob or the like)" \
+                if name == "classifier_dropout" else ""
+            raise ConfigError(f"field {name!r} belongs to the fine-tuning recipe of {' and '.join(model_types)} "
+                              f"models; {source} is a {model_type} model{hint}")
 
 
 LABEL_MAP_ADVICE = "to train a new head instead add --set reinit_head=true"
@@ -300,17 +312,10 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
                           f"max_position_embeddings ({base.position_limit}) in {source}/config.json")
     tokenizer = Tokenizer.from_pretrained(source)
     from bertkit.model.families import family_for_config
-    from bertkit.tasks import gpt1_recipe
 
-    if gpt1_recipe.applies_to(family_for_config(base)):  # <start> <delim> <extract>, new embedding rows
-        tokenizer = gpt1_recipe.with_gpt1_tokens(tokenizer, source)
-        base = gpt1_recipe.task_config(base, tokenizer)
-    elif config.lm_coef or config.classifier_dropout is not None or config.both_orders:
-        name = "lm_coef" if config.lm_coef else "classifier_dropout" if config.classifier_dropout is not None \
-            else "both_orders"
-        hint = " (its classifier dropout is model.hidden_dropout_prob or the like)" if name == "classifier_dropout" else ""
-        raise ConfigError(f"field {name!r} belongs to GPT-1's recipe (a decoder-only model); {source} is a "
-                          f"{base.model_type} model{hint}")
+    recipe = family_for_config(base).finetuning_recipe()
+    check_recipe_fields(config, recipe, base.model_type, source)
+    tokenizer, base = recipe.prepare(tokenizer, base, source)
     if tokenizer.vocab_size > getattr(base, "vocab_size", tokenizer.vocab_size):  # ELMo reads characters: no vocab
         raise BertkitError(f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
                            f"is {base.vocab_size}")
@@ -337,8 +342,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
     train_examples = program_cls.read(config.train, spec, config.train_labels, training=True)[:config.max_train_samples]
     dev_examples = program_cls.read(config.dev, spec, config.dev_labels)[:config.max_eval_samples] if config.dev else None
     spec = program_cls.fit_spec(spec, train_examples)
-    if gpt1_recipe.applies_to(family_for_config(base)):
-        spec = dataclasses.replace(spec, both_orders=gpt1_recipe.uses_both_orders(config.both_orders, spec))
+    spec = recipe.fit_spec(spec, config)
     same_architecture = program_cls.model_class(base).__name__ in (base.extra.get("architectures") or [])
     checkpoint_map = base.label2id if (same_architecture and base.has_label_names and not config.reinit_head) else None
     try:
@@ -366,7 +370,7 @@ def prepare(config: FinetuneConfig, progress: bool | None = None,
                                     {"train": train, **({"dev": dev} if dev is not None else {})},
                                     cache=config.feature_cache, dtype=config.feature_cache_dtype,
                                     run_dir=config.output_dir, batch_size=config.eval_batch_size, progress=progress)
-    return PreparedTask(program_cls, spec, tokenizer, base, labels, train, dev, keep_head, cache)
+    return PreparedTask(program_cls, spec, tokenizer, base, labels, train, dev, keep_head, cache, recipe)
 
 
 def task_model_config(prepared: PreparedTask):
@@ -405,7 +409,7 @@ def load_task_model(model_cls, source: Path, config, keep_head: bool):
 
 
 def _grown_rows(initialised, trained):
-    """A table grown by new rows (a tokenizer given tokens, as GPT-1's recipe adds three): the
+    """A table grown by new rows (a tokenizer given tokens, as a fine-tuning recipe may add): the
     trained rows, then the new rows as the model initialised them; None for another mismatch."""
     if initialised.dim() != trained.dim() or initialised.shape[1:] != trained.shape[1:] or (
             initialised.shape[0] < trained.shape[0]):
@@ -501,16 +505,13 @@ def _train_once(config: FinetuneConfig, prepared: PreparedTask, output_dir: Path
         model, fresh = load_task_model(model_cls, Path(config.init_from), task_model_config(prepared),
                                        prepared.keep_head)
         name = model_cls.__name__
-        if config.classifier_dropout is not None:
-            from bertkit.tasks.gpt1_recipe import add_classifier_dropout
-
-            add_classifier_dropout(model, config.classifier_dropout)
+        prepared.recipe.prepare_model(model, config)
     model.train()
     id2label = None if prepared.labels is None else dict(enumerate(prepared.labels))
     program = prepared.program_cls(model, prepared.tokenizer, prepared.spec, prepared.train.features, prepared.dev,
                                    id2label, group_by_length=config.group_by_length,
                                    eval_batch_size=config.eval_batch_size, progress=config.progress,
-                                   lm_coef=config.lm_coef)
+                                   auxiliary_loss=prepared.recipe.auxiliary_loss(config))
     steps_per_epoch = math.ceil(len(prepared.train.features) / config.batch_size)
     metric = program.default_metric(prepared.spec) if prepared.dev is not None else None
     training = config.training_fields(steps_per_epoch, metric)

@@ -1,4 +1,4 @@
-"""GPT-1's fine-tuning recipe on decoder-only checkpoints (bertkit.tasks.gpt1_recipe): the
+"""GPT-1's fine-tuning recipe on decoder-only checkpoints (bertkit.model.gpt.finetuning, registered as the GPT families' FINETUNING): the
 <start>/<delim>/<extract> template and new embedding rows, the paper's defaults (each
 overridable), the auxiliary LM loss, the saved folder loading in transformers'
 *ForSequenceClassification with the same logits, `predict`, a KoGPT2-shaped folder, bad input;
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -223,7 +224,8 @@ def test_training_runs_the_model_on_both_orders_and_adds_the_extract_states(pret
 
     torch.manual_seed(0)
     net = prepared.program_cls.model_class(prepared.base_config)(task_model_config(prepared)).eval()
-    program = prepared.program_cls(net, tok, prepared.spec, prepared.train.features, None, None, lm_coef=0.5)
+    program = prepared.program_cls(net, tok, prepared.spec, prepared.train.features, None, None,
+                                   auxiliary_loss=prepared.recipe.auxiliary_loss(SimpleNamespace(lm_coef=0.5)))
     batch = program.collate(features)
     assert batch["input_ids"].shape[:2] == (3, 2)
     seen = []  # the token ids the embedding table is asked for
@@ -333,7 +335,7 @@ def test_auxiliary_lm_loss_is_the_next_token_cross_entropy_over_real_tokens():
     import torch.nn.functional as F
 
     from bertkit import GPT2Config, GPT2ForSequenceClassification
-    from bertkit.tasks.gpt1_recipe import auxiliary_lm_loss
+    from bertkit.model.gpt.finetuning import auxiliary_lm_loss
 
     torch.manual_seed(0)
     model = GPT2ForSequenceClassification(GPT2Config(vocab_size=97, n_embd=32, n_layer=1, n_head=2, n_positions=16))

@@ -8,7 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bertkit.model.t5 import T5Config, T5ForConditionalGeneration
-from bertkit.model.t5.layers import project
+from bertkit.model.seq2seq import project
 
 
 class _Ops(TorchDispatchMode):
@@ -62,7 +62,7 @@ def test_fused_and_separate_projections_agree():
 
 
 def test_padding_is_checked_on_the_cpu_and_assumed_elsewhere():
-    from bertkit.model.t5.layers import may_pad
+    from bertkit.model.masks import may_pad
 
     assert not may_pad(torch.ones(2, 3, dtype=torch.long))
     assert may_pad(torch.tensor([[1, 1, 0]]))

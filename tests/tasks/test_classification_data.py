@@ -23,8 +23,8 @@ def _tsv_rows(path, header=True):
 def test_registry_names_the_families():
     assert get_family("glue") is cls_data and get_family("classification") is cls_data
     assert get_family("NER").__name__ == "bertkit.tasks.tagging" == get_family("tagging").__name__
-    assert get_family("multiple-choice").MODEL_CLASS_NAME == "BertForMultipleChoice"
-    assert cls_data.model_class().__name__ == cls_data.MODEL_CLASS_NAME
+    assert get_family("multiple-choice").model_class().__name__ == "BertForMultipleChoice"
+    assert cls_data.model_class().__name__ == "BertForSequenceClassification"
     with pytest.raises(ConfigError, match="unknown; expected one of classification"):
         get_family("squad-ish")
 

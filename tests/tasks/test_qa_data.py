@@ -40,7 +40,7 @@ def _write(path, document):
 
 def test_registry_and_model_class():
     assert get_family("squad") is qa and get_family("QA") is qa
-    assert qa.model_class().__name__ == qa.MODEL_CLASS_NAME == "BertForQuestionAnswering"
+    assert qa.model_class().__name__ == "BertForQuestionAnswering"
 
 
 def test_read_dev_v1_matches_the_json(fixtures):

@@ -15,8 +15,8 @@ from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
 from bertkit.model.varlen import packed_attention, use_varlen
 
-if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
-    from bertkit.model.bert.config import BertConfig
+if TYPE_CHECKING:  # annotation only
+    from bertkit.model.encoder_config import EncoderConfig
 
 
 class BertSelfAttention(nn.Module):
@@ -29,7 +29,7 @@ class BertSelfAttention(nn.Module):
     dropout (see bertkit.model.dropout); 7-8% of a BERT-mini training step.
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
@@ -120,7 +120,7 @@ class BertSublayerOutput(nn.Module):
     Holds the modules only: `BertLayer` applies them with the residual, post- or pre-LN.
     """
 
-    def __init__(self, in_features: int, config: BertConfig):
+    def __init__(self, in_features: int, config: EncoderConfig):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -128,7 +128,7 @@ class BertSublayerOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.self = BertSelfAttention(config)
         self.output = BertSublayerOutput(config.hidden_size, config)

@@ -10,8 +10,8 @@ from torch import nn
 from bertkit.model.dropout import Dropout
 from bertkit.model.unpad import Unpadding
 
-if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
-    from bertkit.model.bert.config import BertConfig
+if TYPE_CHECKING:  # annotation only
+    from bertkit.model.encoder_config import EncoderConfig
 
 
 class BertEmbeddings(nn.Module):
@@ -21,7 +21,7 @@ class BertEmbeddings(nn.Module):
     after the LayerNorm; the encoder only ever sees (B, T, H).
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)

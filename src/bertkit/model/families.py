@@ -120,6 +120,9 @@ class ModelFamily:
     # the model reads words as characters (ELMo's `character_ids`), not the tokenizer's sub-word
     # ids: callers build its inputs from words (bertkit.data.words) and get one vector per word
     reads_words: bool = False
+    # the family whose package this one's may import (its parts and heads reused: RoBERTa, ELECTRA
+    # and ALBERT on BERT); any other import between family packages is an error (tests/test_architecture.py)
+    built_on: str | None = None
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -167,15 +170,25 @@ class ModelFamily:
         head = self.tasks[task_family]
         return head if isinstance(head, TaskHead) else TaskHead(head)
 
+    def _recipes(self):
+        """The `recipes` module of the family's package (None: it has none)."""
+        package = self.config.split(":")[0].rsplit(".", 1)[0]
+        try:
+            return importlib.import_module(f"{package}.recipes")
+        except ModuleNotFoundError:
+            return None
+
     def pretraining_recipe(self, name: str):
         """The family's pre-training recipe `name` (a bertkit.model.recipes.PretrainingRecipe) from the
         `PRETRAINING` table of its package's `recipes.py`; None when the family registers none by that name."""
-        package = self.config.split(":")[0].rsplit(".", 1)[0]
-        try:
-            module = importlib.import_module(f"{package}.recipes")
-        except ModuleNotFoundError:
-            return None
-        return getattr(module, "PRETRAINING", {}).get(name)
+        return getattr(self._recipes(), "PRETRAINING", {}).get(name)
+
+    def finetuning_recipe(self):
+        """The family's fine-tuning recipe (a bertkit.model.recipes.FinetuningRecipe): its package's
+        `recipes.FINETUNING`, the plain recipe when it registers none."""
+        from bertkit.model.recipes import PLAIN_FINETUNING
+
+        return getattr(self._recipes(), "FINETUNING", None) or PLAIN_FINETUNING
 
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
         if self.mlm is None:
@@ -207,7 +220,8 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": "bertkit.model.albert.modeling:AlbertForMultipleChoice",
         "qa": "bertkit.model.albert.modeling:AlbertForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.albert.modeling:AlbertForMaskedLM", ("predictions.",),
-                    "an AlbertForPreTraining or AlbertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES),
+                    "an AlbertForPreTraining or AlbertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES,
+        built_on="bert"),
     "roberta": ModelFamily("roberta", "bertkit.model.roberta.config:RobertaConfig", "bertkit.model.roberta.modeling:RobertaModel",
                            "roberta", {
         "classification": "bertkit.model.roberta.modeling:RobertaForSequenceClassification",
@@ -216,7 +230,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "qa": "bertkit.model.roberta.modeling:RobertaForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.roberta.modeling:RobertaForMaskedLM", ("lm_head.",), "a RobertaForMaskedLM checkpoint"),
         # token types as HF's RobertaModel takes them (one type in RoBERTa's checkpoints: then ignored)
-        input_names=ENCODER_INPUT_NAMES),
+        input_names=ENCODER_INPUT_NAMES, built_on="bert"),
     "electra": ModelFamily("electra", "bertkit.model.electra.config:ElectraConfig", "bertkit.model.electra.modeling:ElectraModel",
                            "electra", {
         "classification": "bertkit.model.electra.modeling:ElectraForSequenceClassification",
@@ -225,7 +239,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "qa": "bertkit.model.electra.modeling:ElectraForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.electra.modeling:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
-                    "MLM head"), input_names=ENCODER_INPUT_NAMES),
+                    "MLM head"), input_names=ENCODER_INPUT_NAMES, built_on="bert"),
     "t5": ModelFamily("t5", "bertkit.model.t5.config:T5Config", "bertkit.model.t5.modeling:T5Model", "transformer", {
         "classification": "bertkit.model.t5.modeling:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
         "text2text": "bertkit.model.t5.modeling:T5ForConditionalGeneration",  # bertkit.tasks.text2text
@@ -249,7 +263,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     # decoder-only: token_type_ids are not among the inputs, because GPT looks them up in its token
     # table and encoder batches hold BERT's 0/1 segment ids there
     # multiple choice: transformers' double-heads model (one sequence per choice, the score read
-    # at each choice's `mc_token_ids`, GPT-1's <extract>; bertkit.tasks.gpt1_recipe)
+    # at each choice's `mc_token_ids`, GPT-1's <extract>; bertkit.model.gpt.finetuning)
     "gpt2": ModelFamily("gpt2", f"{_GPT}.config:GPT2Config", f"{_GPT}.modeling:GPT2Model", "transformer", {
         "classification": f"{_GPT}.modeling:GPT2ForSequenceClassification",
         "multiple_choice": _double_heads("GPT2DoubleHeadsModel"),
@@ -308,6 +322,24 @@ def family_for_config(config) -> ModelFamily:
 def task_model_class(config, task_family: str, source: str | Path = "the model"):
     """The head class of `task_family` for a config's model family (e.g. RobertaForSequenceClassification)."""
     return family_for_config(config).task_class(task_family, source)
+
+
+def default_task_class(task_family: str):
+    """The head class of `task_family` of the first registered family that has it (a task module's
+    model before any checkpoint is read)."""
+    for family in MODEL_FAMILIES.values():
+        if family.supports(task_family):
+            return family.task_class(task_family)
+    raise BertkitError(f"no model family has a {task_family} head")
+
+
+def recipe_fields() -> dict[str, list[str]]:
+    """FinetuneConfig field -> the model types whose fine-tuning recipe reads it."""
+    fields: dict[str, list[str]] = {}
+    for family in MODEL_FAMILIES.values():
+        for name in family.finetuning_recipe().fields:
+            fields.setdefault(name, []).append(family.model_type)
+    return fields
 
 
 def architecture_task_families() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Heads shared by several objectives: the pooler and the masked-LM prediction head.
+"""Heads shared by several objectives and families: the pooler, the masked-LM prediction head,
+and transformers' sequence summary (the multiple-choice head of GPT, ELECTRA and XLNet).
 
 `decoder_cross_entropy` is the MLM decoder and its loss fused for training speed: the
 loss's gradient over the (N, V) logits at masked positions is formed and used chunk by
@@ -15,16 +16,17 @@ from torch import nn
 
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.losses import IGNORE_INDEX
+from bertkit.model.dropout import Dropout
 from bertkit.model.memory import empty_large
 
-if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
-    from bertkit.model.bert.config import BertConfig
+if TYPE_CHECKING:  # annotation only
+    from bertkit.model.encoder_config import EncoderConfig
 
 
 class BertPooler(nn.Module):
     """tanh(dense(h_[CLS])): (B, T, H) -> (B, H)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
@@ -33,7 +35,7 @@ class BertPooler(nn.Module):
 
 
 class BertPredictionHeadTransform(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.act = ACTIVATIONS[config.hidden_act]
@@ -65,7 +67,7 @@ class TiedDecoderHead(nn.Module):
 class BertLMPredictionHead(TiedDecoderHead):
     """MLM head: transform (dense + act + LayerNorm), then the tied decoder plus an output bias."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.transform = BertPredictionHeadTransform(config)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
@@ -74,7 +76,7 @@ class BertLMPredictionHead(TiedDecoderHead):
 class BertOnlyMLMHead(nn.Module):
     """`cls` in HF's BertForMaskedLM / BertLMHeadModel: the vocabulary head alone."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
 
@@ -82,7 +84,7 @@ class BertOnlyMLMHead(nn.Module):
 class BertPreTrainingHeads(nn.Module):
     """`cls` in HF's BertForPreTraining: MLM predictions + NSP (IsNext / NotNext) on the pooled [CLS]."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
@@ -212,3 +214,45 @@ class DenseTanhClassificationHead(nn.Module):
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
         return self.out_proj(self.dropout(torch.tanh(self.dense(self.dropout(pooled)))))
+
+
+# transformers' get_activation names a summary may use (its "gelu" is the exact one)
+SUMMARY_ACTIVATIONS = {**ACTIVATIONS, "tanh": torch.tanh, "silu": F.silu, "swish": F.silu}
+
+
+class SequenceSummary(nn.Module):
+    """transformers' SequenceSummary: hidden states (..., T, H) -> one vector per sequence (..., out).
+
+    The state at `cls_index` (..., ) ("cls_index"; the last position when None), the first
+    ("first"), the last ("last") or the mean over all T positions ("mean"; padding included,
+    as transformers) -> first dropout -> `summary` (H -> `out_features`; identity when None)
+    -> the activation (a SUMMARY_ACTIVATIONS name; None: none) -> last dropout. A family builds
+    it from its config's summary_* fields."""
+
+    def __init__(self, hidden_size: int, out_features: int | None, summary_type: str = "last",
+                 activation: str | None = None, first_dropout: float = 0.0, last_dropout: float = 0.0):
+        super().__init__()
+        self.summary_type = summary_type
+        self.summary: nn.Module = nn.Identity() if out_features is None else nn.Linear(hidden_size, out_features)
+        self.activation = (lambda x: x) if activation is None else SUMMARY_ACTIVATIONS[activation]
+        self.first_dropout = Dropout(first_dropout)
+        self.last_dropout = Dropout(last_dropout)
+
+    def read(self, hidden_states: torch.Tensor, cls_index: torch.Tensor | None = None) -> torch.Tensor:
+        """The state each sequence is summarised by: (..., T, H) -> (..., H)."""
+        if self.summary_type == "first":
+            return hidden_states[..., 0, :]
+        if self.summary_type == "mean":
+            return hidden_states.mean(dim=-2)
+        if self.summary_type == "last" or cls_index is None:
+            return hidden_states[..., -1, :]
+        index = cls_index[..., None, None].expand(*cls_index.shape, 1, hidden_states.shape[-1])
+        return hidden_states.gather(-2, index).squeeze(-2)
+
+    def project(self, state: torch.Tensor) -> torch.Tensor:
+        """(..., H) -> (..., out): dropout, `summary`, activation, dropout."""
+        return self.last_dropout(self.activation(self.summary(self.first_dropout(state))))
+
+    def forward(self, hidden_states: torch.Tensor, cls_index: torch.Tensor | None = None) -> torch.Tensor:
+        """hidden_states (..., T, H); cls_index (...) long positions -> (..., out)."""
+        return self.project(self.read(hidden_states, cls_index))

@@ -12,8 +12,8 @@ from bertkit.model.attention import BertAttention, BertSublayerOutput
 from bertkit.model.query_rows import QueryRows
 from bertkit.model.unpad import Unpadding
 
-if TYPE_CHECKING:  # the encoder blocks read BERT's config fields; annotation only
-    from bertkit.model.bert.config import BertConfig
+if TYPE_CHECKING:  # annotation only
+    from bertkit.model.encoder_config import EncoderConfig
 
 ACTIVATIONS = {
     "gelu": F.gelu,  # exact x * Phi(x)
@@ -24,7 +24,7 @@ ACTIVATIONS = {
 
 
 class BertIntermediate(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.act = ACTIVATIONS[config.hidden_act]
@@ -43,7 +43,7 @@ class BertLayer(nn.Module):
     `output.LayerNorm` the FFN input.
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.pre_layer_norm = config.pre_layer_norm
         self.attention = BertAttention(config)
@@ -85,7 +85,7 @@ class BertEncoder(nn.Module):
     ALBERT's cross-layer sharing fits here: one layer applied `num_hidden_layers` times.
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: EncoderConfig):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
         self.final_layer_norm = (

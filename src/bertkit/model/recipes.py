@@ -1,4 +1,5 @@
-"""A family's pre-training recipes: named sets of run defaults, sized by preset.
+"""A family's recipes: named sets of pre-training run defaults, sized by preset, and the one
+fine-tuning recipe a family may register.
 
 Each family package may hold a `recipes.py` whose `PRETRAINING` maps a recipe name to a
 `PretrainingRecipe`; its registry entry names the module (`ModelFamily.recipes`), and
@@ -14,6 +15,7 @@ the family's own config (a recipe never sets a field the family's config lacks: 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,3 +57,47 @@ def budget_recipe(preset: str, lr: float, batch_size: int, model: dict[str, Any]
     fields (dropout off), on the shared budget schedule (`more` overrides any of it)."""
     return PretrainingRecipe(common={"batch_size": batch_size, "lr": lr, **BUDGET_SCHEDULE, **more, "model": model},
                              preset=preset, why=why)
+
+
+@dataclass(frozen=True)
+class AuxiliaryLoss:
+    """A loss a fine-tuning recipe adds to the task's: `weight` * `compute(model, outputs, batch)` ->
+    (its mean over this micro-batch, the count it is a mean of), reported as `<name>_loss`;
+    `model_options` are what the model call must also return for it (e.g. output_hidden_states)."""
+
+    name: str
+    weight: float
+    compute: Callable[[Any, Any, Mapping[str, Any]], tuple[Any, float]]
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class FinetuningRecipe:
+    """How a family fine-tunes beyond the shared loop (the plain recipe changes nothing): registered
+    as `FINETUNING` in its package's `recipes.py`, read through `ModelFamily.finetuning_recipe()`,
+    so the fine-tuning code names no family. Each hook gets the run's settings (a FinetuneConfig).
+
+    `defaults`: FinetuneConfig values the family's runs start from (flags, YAML and --set override);
+    `fields`: the FinetuneConfig fields only this recipe reads (set on another family: an error)."""
+
+    name = "plain"
+    defaults: Mapping[str, Any] = {}
+    fields: tuple[str, ...] = ()
+
+    def prepare(self, tokenizer, config, source) -> tuple[Any, Any]:
+        """(tokenizer, model config) for the task: e.g. new input markers and the table grown for them;
+        `source` is the checkpoint folder, for errors."""
+        return tokenizer, config
+
+    def fit_spec(self, spec, settings):
+        """The task spec once the data is read (e.g. how pairs are read)."""
+        return spec
+
+    def prepare_model(self, model, settings) -> None:
+        """Changes to the task model before training (e.g. dropout on the classifier's input)."""
+
+    def auxiliary_loss(self, settings) -> AuxiliaryLoss | None:
+        """A loss added to the task's, None for none."""
+        return None
+
+
+PLAIN_FINETUNING = FinetuningRecipe()

@@ -6,8 +6,7 @@ per-task code beyond choosing the module:
   encode(examples, tokenizer, max_seq_length, label_map) -> list of feature dicts for
                                                    `collate` (numpy arrays and ints)
   collate(features, pad_token_id, pad_to_multiple_of=8)  -> dict of tensors
-  model_class()                                 -> the BertFor... class to build
-  MODEL_CLASS_NAME                              -> its name (config `architectures`)
+  model_class()                                 -> the head class to build before a checkpoint is read
 plus the hooks of bertkit.tasks.hooks where the family differs from their defaults.
 Adding a task family = one module + one `register(TaskFamily(...))` line in
 bertkit.tasks.registry (see docs/finetuning.md).

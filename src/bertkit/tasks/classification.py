@@ -48,7 +48,6 @@ from bertkit.tasks.records import (
 )
 from bertkit.tasks.scoring import cross_entropy, softmax
 
-MODEL_CLASS_NAME = "BertForSequenceClassification"
 ENCODE_BATCH = 1000  # texts per tokenizer call: big enough for Rust's parallelism, small enough for a progress bar
 
 
@@ -103,10 +102,12 @@ _COLA_LABEL_FIELD, _COLA_TEXT_FIELD, _COLA_FIELDS = 1, 3, 4
 
 
 def model_class():
-    """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model.bert import BertForSequenceClassification
+    """The head this task family trains before any checkpoint is read: the first registered model
+    family's that has it (bertkit.model.families; imported lazily: reading data never needs torch)."""
+    from bertkit.model.families import default_task_class
+    from bertkit.tasks.registry import CLASSIFICATION
 
-    return BertForSequenceClassification
+    return default_task_class(CLASSIFICATION)
 
 
 def canonical_glue_task(task: str) -> str:

@@ -393,7 +393,7 @@ class FeatureBasedProgram:
     def build_model(cls, cache: FeatureCache, encoder_config, labels: list[str], lstm_hidden_size: int,
                     lstm_num_layers: int) -> tuple[FeatureTagger, list[str]]:
         """A fresh tagger for `cache`'s features (seed torch first): (model, what starts fresh)."""
-        from bertkit.model.bert.task_heads import classifier_dropout
+        from bertkit.model.losses import classifier_dropout
 
         config = FeatureTaggerConfig(cache.features, cache.encoder, cache.encoder_sha256, encoder_config.hidden_size,
                                      encoder_config.num_hidden_layers + 1, list(labels), lstm_hidden_size,

@@ -36,7 +36,6 @@ from bertkit.tasks.records import as_text, column_index, file_kind, iter_jsonl, 
 from bertkit.evaluation.metrics import percent
 from bertkit.tasks.scoring import cross_entropy, softmax
 
-MODEL_CLASS_NAME = "BertForMultipleChoice"
 CONTEXT_FIELDS = ("context", "question", "goal", "ctx", "sent1")
 CHOICE_FIELDS = ("choices", "endings")
 SWAG_COLUMNS = ("", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "label")  # + ending0..
@@ -60,10 +59,12 @@ class MultipleChoiceExample:
 
 
 def model_class():
-    """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model.bert import BertForMultipleChoice
+    """The head this task family trains before any checkpoint is read: the first registered model
+    family's that has it (bertkit.model.families; imported lazily: reading data never needs torch)."""
+    from bertkit.model.families import default_task_class
+    from bertkit.tasks.registry import MULTIPLE_CHOICE
 
-    return BertForMultipleChoice
+    return default_task_class(MULTIPLE_CHOICE)
 
 
 # ---------------------------------------------------------------------------- reading

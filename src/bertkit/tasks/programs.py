@@ -53,6 +53,7 @@ from bertkit.errors import BertkitError
 from bertkit.evaluation.metrics import percent
 from bertkit.labels import IGNORE_INDEX
 from bertkit.model.families import head_of_model, model_inputs
+from bertkit.model.recipes import AuxiliaryLoss
 from bertkit.tasks.qa import qa_metrics
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING
 from bertkit.training.program import TrainingProgram
@@ -72,8 +73,8 @@ class TaskSpec:
     family: a task family's name (bertkit.tasks.registry). Classification: glue_task
     (a GLUE task name) or the text / pair / label columns of a CSV/TSV/JSONL file, and
     `regression`; `has_pairs`: inputs are text pairs; `both_orders`: each pair is encoded
-    in both orders and the two scores added (GPT-1's similarity rule,
-    bertkit.tasks.gpt1_recipe). Tagging: `scheme` of the training
+    in both orders and the two scores added (a fine-tuning recipe's similarity rule,
+    bertkit.model.recipes.FinetuningRecipe.fit_spec). Tagging: `scheme` of the training
     file (IOB1 / IOB2 / IOBES; predictions are written in it) and `tag_column`. QA:
     `squad_version` (1 or 2), the window settings, the answer-length and n-best limits,
     and `null_threshold` (v2.0: answer when null score - best span score <= it);
@@ -168,6 +169,25 @@ def call_model(model: nn.Module, inputs: dict[str, torch.Tensor], **targets):
     return model(**inputs, **targets)
 
 
+def both_orders_call(model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None = None,
+                     **options):
+    """A pair read in both orders (`TaskSpec.both_orders`). inputs (B, 2, T): each pair as (a, b)
+    then (b, a) -> the model on the 2B sequences -> logits (B, K): the two orders' scores added,
+    and the loss on them with `labels` (B,) (the config's problem type: MSE for a regression).
+    With a classifier without bias (a recipe's that sets it, e.g. bertkit.model.gpt.finetuning)
+    that is the classifier on the sum of the two sequences' states. Other outputs (hidden_states,
+    for an auxiliary loss) are the 2B sequences', row-major as the inputs."""
+    from bertkit.model.families import unwrap_model
+    from bertkit.model.losses import problem_type, sequence_classification_loss
+
+    out = model(**{name: value.flatten(0, 1) for name, value in inputs.items()}, **options)  # (2B, T) inputs
+    logits = out.logits.view(-1, 2, out.logits.shape[-1]).sum(1)  # (B, K)
+    loss = None
+    if labels is not None:
+        loss = sequence_classification_loss(logits, labels, problem_type(unwrap_model(model).config, labels))
+    return dataclasses.replace(out, loss=loss, logits=logits)
+
+
 def run_features(
     model: nn.Module,
     features: Sequence[dict[str, Any]],
@@ -179,7 +199,7 @@ def run_features(
 ) -> list[np.ndarray]:
     """The task scores of every feature, in input order, running batches sorted by length
     through `call` (the program's `model_call`); the scores are the output field the model's
-    head names (bertkit.model.families `head_of_model`: `logits`, GPT's double heads' `mc_logits`).
+    head names (bertkit.model.families `head_of_model`: `logits`, a double-heads model's `mc_logits`).
 
     Returns per feature: (K,) for sequence classification, (T_i, K) for tagging and
     (T_i, 2) start / end logits for QA (its own length, padding cut), (C,) for multiple
@@ -223,7 +243,8 @@ class TaskProgram(TrainingProgram):
 
     def __init__(self, model: nn.Module, tokenizer, spec: TaskSpec, train_features: list[dict[str, Any]],
                  dev: TaskData | None, id2label: dict[int, str] | None, *, group_by_length: bool = False,
-                 eval_batch_size: int = 64, progress: bool = True, lm_coef: float = 0.0):
+                 eval_batch_size: int = 64, progress: bool = True,
+                 auxiliary_loss: AuxiliaryLoss | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.spec = spec
@@ -233,7 +254,7 @@ class TaskProgram(TrainingProgram):
         self.group_by_length = group_by_length
         self.eval_batch_size = eval_batch_size
         self.progress = progress
-        self.lm_coef = lm_coef  # GPT-1's auxiliary LM loss weight (bertkit.tasks.gpt1_recipe); 0: none
+        self.auxiliary_loss = auxiliary_loss  # the model family's fine-tuning recipe's extra loss (None: none)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._train_lengths = np.asarray([feature_length(f) for f in train_features])
         self.last_outputs: list[np.ndarray] | None = None
@@ -298,7 +319,7 @@ class TaskProgram(TrainingProgram):
     @classmethod
     def model_call(cls, spec: TaskSpec) -> Callable[..., Any]:
         """How the family's model is called on a batch's model inputs for `spec`: `call_model`
-        (a classification pair in both orders: GPT-1's similarity rule, ClassificationProgram)."""
+        (a classification pair in both orders, ClassificationProgram)."""
         return call_model
 
     def forward(self, model, batch: dict[str, torch.Tensor], **targets):
@@ -308,8 +329,8 @@ class TaskProgram(TrainingProgram):
 
     def compute_loss(self, model, batch, totals) -> tuple[torch.Tensor, dict[str, float]]:
         labels = batch["labels"]
-        head = head_of_model(model)  # the head's target keyword and output fields (BERT's: labels, loss, logits)
-        extra = {"output_hidden_states": True} if self.lm_coef else {}
+        head = head_of_model(model)  # the head's target keyword and output fields (usually labels, loss, logits)
+        extra = dict(self.auxiliary_loss.model_options) if self.auxiliary_loss else {}
         out = self.forward(model, batch, **{head.labels: labels}, **extra)
         task_loss, scores = getattr(out, head.loss), getattr(out, head.logits)
         count = self.item_count(labels)
@@ -319,13 +340,11 @@ class TaskProgram(TrainingProgram):
         if not labels.is_floating_point():
             valid = labels != -100
             stats["task_correct"] = float(((scores.detach().argmax(-1) == labels) & valid).sum())
-        if self.lm_coef:  # GPT-1: task + lm_coef * LM over the inputs (its mean per micro-batch, weighted alike)
-            from bertkit.tasks.gpt1_recipe import auxiliary_lm_loss
-
-            lm_loss, lm_count = auxiliary_lm_loss(model, out.hidden_states[-1], batch["input_ids"],
-                                                  batch.get("attention_mask"))
-            loss = loss + self.lm_coef * lm_loss * (count / max(totals["task"], 1.0))
-            stats.update(lm_loss_sum=float(lm_loss.detach()) * lm_count, lm_count=lm_count)
+        if self.auxiliary_loss:  # task + weight * extra (its mean per micro-batch, weighted as the task's)
+            extra_loss, extra_count = self.auxiliary_loss.compute(model, out, batch)
+            loss = loss + self.auxiliary_loss.weight * extra_loss * (count / max(totals["task"], 1.0))
+            name = self.auxiliary_loss.name
+            stats.update({f"{name}_loss_sum": float(extra_loss.detach()) * extra_count, f"{name}_count": extra_count})
         return loss, stats
 
     def summarize(self, stats: dict[str, float]) -> dict[str, float]:
@@ -333,8 +352,9 @@ class TaskProgram(TrainingProgram):
         if not count:
             return {}
         metrics = {"task_loss": stats["task_loss_sum"] / count}
-        if stats.get("lm_count"):
-            metrics["lm_loss"] = stats["lm_loss_sum"] / stats["lm_count"]
+        if self.auxiliary_loss and stats.get(f"{self.auxiliary_loss.name}_count"):
+            name = self.auxiliary_loss.name
+            metrics[f"{name}_loss"] = stats[f"{name}_loss_sum"] / stats[f"{name}_count"]
         if "task_correct" in stats:
             metrics["accuracy"] = percent(stats["task_correct"], count)
         return metrics
@@ -430,10 +450,8 @@ class ClassificationProgram(TaskProgram):
 
     @classmethod
     def model_call(cls, spec: TaskSpec) -> Callable[..., Any]:
-        """A pair encoded in both orders (`spec.both_orders`): GPT-1's similarity rule."""
+        """A pair encoded in both orders (`spec.both_orders`): the two orders' scores added."""
         if spec.both_orders:
-            from bertkit.tasks.gpt1_recipe import both_orders_call
-
             return both_orders_call
         return call_model
 

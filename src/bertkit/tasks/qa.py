@@ -56,7 +56,6 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.evaluation.squad import BestThreshold, SquadDataset, SquadQuestion, squad_v2_threshold
 from bertkit.textio import lone_surrogate, open_binary, surrogate_error
 
-MODEL_CLASS_NAME = "BertForQuestionAnswering"
 ENCODE_BATCH = 1000  # examples per tokenizer call
 SIDE_PREFIX = "_"  # feature keys that are not model inputs (dropped by `collate`)
 NO_SPAN = -1  # offset of a token outside the passage
@@ -111,10 +110,12 @@ class QAPredictions:
 
 
 def model_class():
-    """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model.bert import BertForQuestionAnswering
+    """The head this task family trains before any checkpoint is read: the first registered model
+    family's that has it (bertkit.model.families; imported lazily: reading data never needs torch)."""
+    from bertkit.model.families import default_task_class
+    from bertkit.tasks.registry import QA
 
-    return BertForQuestionAnswering
+    return default_task_class(QA)
 
 
 # ---------------------------------------------------------------------------- reading

@@ -42,7 +42,6 @@ from bertkit.tasks.records import iter_lines
 from bertkit.evaluation.metrics import percent, percentages
 from bertkit.tasks.scoring import cross_entropy, softmax
 
-MODEL_CLASS_NAME = "BertForTokenClassification"
 DOCSTART = "-DOCSTART-"
 OUTSIDE = "O"
 SCHEMES = ("IOB1", "IOB2", "IOBES")
@@ -65,10 +64,12 @@ class TaggingExample:
 
 
 def model_class():
-    """The model this family trains (imported lazily: reading data never needs torch)."""
-    from bertkit.model.bert import BertForTokenClassification
+    """The head this task family trains before any checkpoint is read: the first registered model
+    family's that has it (bertkit.model.families; imported lazily: reading data never needs torch)."""
+    from bertkit.model.families import default_task_class
+    from bertkit.tasks.registry import TAGGING
 
-    return BertForTokenClassification
+    return default_task_class(TAGGING)
 
 
 # ---------------------------------------------------------------------------- reading

@@ -238,9 +238,12 @@ def collate(features: list[dict[str, Any]], pad_token_id: int) -> dict[str, Any]
 
 
 def model_class():
-    from bertkit.model.t5 import T5ForConditionalGeneration
+    """The head this task family trains before any checkpoint is read: the first registered model
+    family's that has it (bertkit.model.families; imported lazily: reading data never needs torch)."""
+    from bertkit.model.families import default_task_class
+    from bertkit.tasks.registry import TEXT2TEXT
 
-    return T5ForConditionalGeneration
+    return default_task_class(TEXT2TEXT)
 
 
 # ---------------------------------------------------------------------------- scoring

@@ -6,7 +6,7 @@ Hugging Face attribute names throughout (`embed_positions`, `layernorm_embedding
 `encoder_attn_layer_norm`, `fc1`, `fc2`, `final_layer_norm`), so checkpoints move both ways
 as a load. A layer is post-LN, as BERT's: x = LayerNorm(x + drop(sublayer(x))).
 
-The KV cache of a decoder layer is T5's shape (bertkit.model.t5.layers.LayerCache):
+The KV cache of a decoder layer is the shared encoder-decoder shape (bertkit.model.seq2seq.LayerCache):
 (self_key, self_value, cross_key, cross_value), each (B, heads, length, head_dim), so the
 shared `generate` (bertkit.model.generation) decodes BART as it decodes T5. While autograd
 records, q/k/v (and cross-attention's k/v) run as one matmul over the concatenated weights
@@ -23,20 +23,10 @@ from bertkit.model.dropout import Dropout
 from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.outputs import BertModelOutput
 from bertkit.model.packed_linear import linear
-from bertkit.model.t5.layers import LayerCache, additive_mask, may_pad
+from bertkit.model.masks import additive_mask, may_pad, self_attention_keep
+from bertkit.model.seq2seq import LayerCache, project
 
 POSITION_OFFSET = 2  # fairseq's: position p reads row p + 2 of the table (rows 0-1 were its padding offset)
-
-
-def project(hidden_states: torch.Tensor, *layers: nn.Linear) -> tuple[torch.Tensor, ...]:
-    """Each of `layers`' projections (weights and biases) of `hidden_states`: one matmul over
-    the concatenated parameters while autograd records them, else one (packed) matmul each."""
-    if torch.is_grad_enabled() and any(isinstance(layer.weight, torch.Tensor) and layer.weight.requires_grad
-                                       for layer in layers):
-        fused = F.linear(hidden_states, torch.cat([layer.weight for layer in layers]),
-                         torch.cat([layer.bias for layer in layers]))
-        return fused.split([layer.out_features for layer in layers], dim=-1)
-    return tuple(linear(hidden_states, layer) for layer in layers)
 
 
 class BartScaledWordEmbedding(nn.Embedding):
@@ -260,17 +250,7 @@ class BartDecoder(_Stack):
         padded = attention_mask is not None and may_pad(attention_mask)
         if not padded and past_length == 0 and query_length > 1:
             return None, True
-        key_length = past_length + query_length
-        keep = None
-        if query_length > 1:  # one new position sees every key: nothing to mask
-            keys = torch.arange(key_length, device=device)
-            queries = torch.arange(past_length, key_length, device=device)
-            keep = (keys[None, :] <= queries[:, None])[None, None]  # (1, 1, Tq, Tk)
-        if padded:
-            if attention_mask.shape[-1] == query_length and past_length:  # a mask of the new positions only
-                attention_mask = F.pad(attention_mask, (past_length, 0), value=1)
-            padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
-            keep = padding if keep is None else keep & padding
+        keep = self_attention_keep(attention_mask if padded else None, query_length, past_length, device, causal=True)
         return (None if keep is None else additive_mask(keep, dtype)), False
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,

@@ -44,8 +44,7 @@ from bertkit.model.losses import IGNORE_INDEX, every_target_labelled, problem_ty
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel, normal_init
-from bertkit.model.t5.layers import LayerCache
-from bertkit.model.t5.modeling import Seq2SeqLMOutput, Seq2SeqModelOutput
+from bertkit.model.seq2seq import LayerCache, Seq2SeqLMOutput, Seq2SeqModelOutput, read_encoder_output
 
 
 @dataclass
@@ -76,13 +75,6 @@ def shift_tokens_right(input_ids: torch.Tensor, pad_token_id: int, decoder_start
     shifted = torch.full_like(input_ids, decoder_start_token_id)
     shifted[:, 1:] = input_ids[:, :-1]
     return shifted.masked_fill(shifted == IGNORE_INDEX, pad_token_id)
-
-
-def _encoder_hidden(encoder_outputs: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """An encoder output (with `last_hidden_state`) or a tuple whose [0] is it -> (hidden, hidden states)."""
-    if hasattr(encoder_outputs, "last_hidden_state"):
-        return encoder_outputs.last_hidden_state, getattr(encoder_outputs, "hidden_states", None)
-    return encoder_outputs[0], (encoder_outputs[1] if len(encoder_outputs) > 1 else None)
 
 
 class BartPreTrainedModel(PreTrainedModel):
@@ -147,7 +139,7 @@ class BartModel(BartPreTrainedModel):
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                                            inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states)
-        encoder_hidden, encoder_all = _encoder_hidden(encoder_outputs)
+        encoder_hidden, encoder_all = read_encoder_output(encoder_outputs)
         hidden, new_cache, decoder_all = self.decoder(
             decoder_input_ids, decoder_attention_mask, encoder_hidden, attention_mask,
             past_key_values if past_key_values is not None else cache, use_cache=bool(use_cache),

@@ -16,18 +16,9 @@ from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
 from bertkit.interop import prelayernorm
+from bertkit.model.sizes import PRESETS
 from bertkit.pretrained_config import PretrainedConfig
 from bertkit.pretrained_config import read_json_object, write_config_json  # noqa: F401  (their old home)
-
-# (num_hidden_layers, hidden_size, num_attention_heads); intermediate_size = 4 * hidden.
-PRESETS: dict[str, tuple[int, int, int]] = {
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
-}
 
 HIDDEN_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 CLASSIFIER_POOLINGS = ("cls", "mean")

@@ -26,7 +26,7 @@ from torch import nn
 from bertkit.model.bert.config import BertConfig
 from bertkit.model.bert.modeling import BertPreTrainedModel, labelled_rows, run_encoder
 from bertkit.model.embeddings import BertEmbeddings
-from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.heads import SequenceSummary, decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
 from bertkit.model.outputs import BertModelOutput, MaskedLMOutput, ModelOutput, MultipleChoiceModelOutput
 from bertkit.model.bert.task_heads import (
@@ -270,35 +270,17 @@ class ElectraForQuestionAnswering(ElectraPreTrainedModel, BertForQuestionAnsweri
     optional_prefixes = ("qa_outputs.",)
 
 
-class ElectraSequenceSummary(nn.Module):
+class ElectraSequenceSummary(SequenceSummary):
     """HF's ElectraSequenceSummary, the multiple-choice head's reading of a sequence:
-    (B, T, H) -> (B, H).
-
-    The first token's state (`summary_type` "first", the default), the last position's
-    ("last") or the mean over all T positions ("mean"; padding included, as transformers)
-    -> `summary` (H -> H linear; identity without summary_use_proj) -> summary_activation
-    (exact GELU by default, tanh, another of ACTIVATIONS, or none) -> dropout
-    (summary_last_dropout). Like transformers' ELECTRA config, bertkit's has no
-    summary_first_dropout / summary_proj_to_labels: no dropout before `summary`, which
-    keeps the hidden size."""
+    (B, T, H) -> (B, H): the first token's state (`summary_type` "first", the default), the
+    last position's ("last") or the mean -> `summary` (H -> H linear; identity without
+    summary_use_proj) -> summary_activation -> dropout (summary_last_dropout). Like
+    transformers' ELECTRA config, bertkit's has no summary_first_dropout /
+    summary_proj_to_labels: no dropout before `summary`, which keeps the hidden size."""
 
     def __init__(self, config: ElectraConfig):
-        super().__init__()
-        self.summary_type = config.summary_type
-        self.summary = nn.Linear(config.hidden_size, config.hidden_size) if config.summary_use_proj else nn.Identity()
-        name = config.summary_activation
-        self.activation = nn.Identity() if name is None else torch.tanh if name == "tanh" else ACTIVATIONS[name]
-        self.last_dropout = nn.Dropout(config.summary_last_dropout)
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """(B, T, H) -> (B, H)."""
-        if self.summary_type == "first":
-            summary = hidden_states[:, 0]
-        elif self.summary_type == "last":
-            summary = hidden_states[:, -1]
-        else:
-            summary = hidden_states.mean(dim=1)
-        return self.last_dropout(self.activation(self.summary(summary)))
+        super().__init__(config.hidden_size, config.hidden_size if config.summary_use_proj else None,
+                         config.summary_type, config.summary_activation, 0.0, config.summary_last_dropout)
 
 
 class ElectraForMultipleChoice(ElectraPreTrainedModel, BertTaskModel):

@@ -1,5 +1,6 @@
-"""GPT-1's fine-tuning recipe (Radford et al. 2018, section 3.3): how a decoder-only model
-(a model family whose `decoder_only` is true: GPT-1, GPT-2) fine-tunes on the task families.
+"""GPT-1's fine-tuning recipe (Radford et al. 2018, section 3.3): how GPT-1 and GPT-2 fine-tune
+on the task families, registered as their families' `FINETUNING` (bertkit.model.gpt.recipes;
+the contract: bertkit.model.recipes.FinetuningRecipe).
 
 Input transformations. Three tokens are added to the tokenizer and to the embedding table
 (new rows drawn N(0, initializer_range) = N(0, 0.02), as the model initialises embeddings):
@@ -19,7 +20,7 @@ linear layer (`score`, transformers' `GPT2ForSequenceClassification` /
 Similarity (the paper's STS-B, MRPC, QQP; any regression on pairs; `--set both_orders=`
 overrides): each pair is encoded in both orders, and the two extract states are added
 before the linear layer. `score` has no bias, so that is the sum of the two orders'
-logits (`both_orders_call`); best/ is a plain *ForSequenceClassification folder whose
+logits (the task programs' `both_orders_call`); best/ is a plain *ForSequenceClassification folder whose
 bertkit_task.json says `both_orders`, which bertkit's evaluate, predict and server read.
 Outside bertkit, transformers' class gives the same score as the sum of its logits over
 the two orders.
@@ -51,17 +52,13 @@ from torch import nn
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.labels import IGNORE_INDEX
 from bertkit.model.heads import decoder_cross_entropy
+from bertkit.model.recipes import AuxiliaryLoss, FinetuningRecipe
 
 START, DELIM, EXTRACT = "<start>", "<delim>", "<extract>"
 GPT1_TOKENS = (START, DELIM, EXTRACT)
 # the paper's fine-tuning hyper-parameters, as FinetuneConfig fields
 FINETUNE_DEFAULTS: dict[str, Any] = {"lr": 6.25e-5, "batch_size": 32, "epochs": 3, "warmup_ratio": 0.002,
                                      "lm_coef": 0.5, "classifier_dropout": 0.1}
-
-
-def applies_to(model_family) -> bool:
-    """Whether a model family fine-tunes with this recipe (a decoder-only family)."""
-    return bool(getattr(model_family, "decoder_only", False))
 
 
 def with_gpt1_tokens(tokenizer, source: str | Path):
@@ -129,28 +126,6 @@ def uses_both_orders(setting: bool | None, spec) -> bool:
     return setting
 
 
-def both_orders_call(model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None = None,
-                     **options):
-    """GPT-1's similarity rule. inputs (B, 2, T): each pair as (a, b) then (b, a) -> the model
-    on the 2B sequences -> logits (B, K): the two orders' scores added, and the loss on them
-    with `labels` (B,) (the config's problem type: MSE for STS-B). `score` is linear without a
-    bias, so this is the classifier on the sum of the two extract states. Other outputs
-    (hidden_states, for the auxiliary LM loss) are the 2B sequences', row-major as the inputs."""
-    from bertkit.model.families import unwrap_model
-    from bertkit.model.losses import problem_type, sequence_classification_loss
-
-    inner = unwrap_model(model)
-    if getattr(getattr(inner, "score", None), "bias", True) is not None:
-        raise BertkitError(f"{type(inner).__name__}: reading pairs in both orders needs a classifier without a bias "
-                           "(`score`, GPT's *ForSequenceClassification)")
-    out = model(**{name: value.flatten(0, 1) for name, value in inputs.items()}, **options)  # (2B, T) inputs
-    logits = out.logits.view(-1, 2, out.logits.shape[-1]).sum(1)  # (B, K)
-    loss = None
-    if labels is not None:
-        loss = sequence_classification_loss(logits, labels, problem_type(inner.config, labels))
-    return dataclasses.replace(out, loss=loss, logits=logits)
-
-
 def add_classifier_dropout(model: nn.Module, probability: float) -> None:
     """Dropout on the classifier's input while training (the paper's 0.1; transformers' `score`
     has none, and at evaluation there is none either, so the saved function is the same). The
@@ -182,3 +157,34 @@ def auxiliary_lm_loss(model: nn.Module, final_states: torch.Tensor, input_ids: t
     # the head and the loss fused (under autocast it falls back to F.linear + F.cross_entropy itself)
     loss, _ = decoder_cross_entropy(hidden[keep], weight, None, targets[keep])
     return loss, count
+
+
+def _lm_loss_of_outputs(model: nn.Module, outputs, batch) -> tuple[torch.Tensor, float]:
+    return auxiliary_lm_loss(model, outputs.hidden_states[-1], batch["input_ids"], batch.get("attention_mask"))
+
+
+class Gpt1Finetuning(FinetuningRecipe):
+    """The recipe above as the families' registration."""
+
+    name = "gpt1"
+    defaults = FINETUNE_DEFAULTS
+    fields = ("lm_coef", "classifier_dropout", "both_orders")
+
+    def prepare(self, tokenizer, config, source):
+        tokenizer = with_gpt1_tokens(tokenizer, source)  # <start> <delim> <extract>, new embedding rows
+        return tokenizer, task_config(config, tokenizer)
+
+    def fit_spec(self, spec, settings):
+        return dataclasses.replace(spec, both_orders=uses_both_orders(settings.both_orders, spec))
+
+    def prepare_model(self, model, settings) -> None:
+        if settings.classifier_dropout is not None:
+            add_classifier_dropout(model, settings.classifier_dropout)
+
+    def auxiliary_loss(self, settings) -> AuxiliaryLoss | None:
+        if not settings.lm_coef:
+            return None
+        return AuxiliaryLoss("lm", settings.lm_coef, _lm_loss_of_outputs, {"output_hidden_states": True})
+
+
+FINETUNING = Gpt1Finetuning()

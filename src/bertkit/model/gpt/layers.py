@@ -18,6 +18,8 @@ from torch import nn
 
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.gpt.config import GPT2_ACTIVATIONS
+from bertkit.model.heads import SequenceSummary
+from bertkit.model.masks import causal_keep
 from bertkit.model.packed_linear import linear
 
 if TYPE_CHECKING:
@@ -55,25 +57,18 @@ class CausalMask:
             if past_length == 0:
                 self.is_causal = query_length > 1
             elif query_length > 1:
-                self.attn_mask = self._causal(query_length, past_length, device)[None, None]
+                self.attn_mask = causal_keep(query_length, past_length, device)[None, None]
             return
         keys = attention_mask[:, -key_length:].bool()  # (B, K)
-        causal = self._causal(query_length, past_length, device)  # (T, K)
+        causal = causal_keep(query_length, past_length, device)  # (T, K)
         own = torch.arange(key_length, device=device)[None, :] == \
             torch.arange(past_length, key_length, device=device)[:, None]  # (T, K): the query's own key
         self.attn_mask = (causal[None] & (keys[:, None, :] | own[None]))[:, None]  # (B, 1, T, K)
 
-    @staticmethod
-    def _causal(query_length: int, past_length: int, device: torch.device) -> torch.Tensor:
-        """(T, K) bool: key k visible to the query at position past + t when k <= past + t."""
-        keys = torch.arange(past_length + query_length, device=device)
-        queries = torch.arange(past_length, past_length + query_length, device=device)
-        return keys[None, :] <= queries[:, None]
-
     def explicit(self, query_length: int, key_length: int, device: torch.device) -> torch.Tensor | None:
         """The mask as a tensor (for the explicit softmax path); None when nothing is masked."""
         if self.is_causal:
-            return self._causal(query_length, key_length - query_length, device)[None, None]
+            return causal_keep(query_length, key_length - query_length, device)[None, None]
         return self.attn_mask
 
 
@@ -166,35 +161,13 @@ class GPTBlock(nn.Module):
         return self.ln_2(hidden_states + self.mlp(hidden_states)), present, probs
 
 
-class GPTSequenceSummary(nn.Module):
-    """transformers' GPT sequence summary (the double-heads model's multiple-choice head):
-    hidden states (..., T, H) -> the state at `cls_index` (..., ) ("cls_index"; the last
-    position when None), the first, the last or the mean -> first dropout -> `summary`
-    (H -> num_labels with summary_proj_to_labels, else H -> H; identity without
-    summary_use_proj) -> summary_activation -> (..., out)."""
+class GPTSequenceSummary(SequenceSummary):
+    """transformers' GPT sequence summary (the double-heads model's multiple-choice head) from the
+    config's summary_* fields: `summary` H -> num_labels with summary_proj_to_labels, else H -> H."""
 
     def __init__(self, config: _GPTConfig):
-        super().__init__()
-        self.summary_type = config.summary_type
-        self.summary: nn.Module = nn.Identity()
+        out = None
         if config.summary_use_proj:
             out = config.num_labels if config.summary_proj_to_labels and config.num_labels > 0 else config.n_embd
-            self.summary = nn.Linear(config.n_embd, out)
-        name = config.summary_activation
-        # transformers' get_activation names (its "gelu" is the exact one here, in both GPTs)
-        self.activation = (lambda x: x) if name is None else torch.tanh if name == "tanh" else GPT2_ACTIVATIONS[name]
-        self.first_dropout = Dropout(config.summary_first_dropout)
-        self.last_dropout = Dropout(float(config.extra.get("summary_last_dropout", 0.0)))
-
-    def forward(self, hidden_states: torch.Tensor, cls_index: torch.Tensor | None = None) -> torch.Tensor:
-        """hidden_states (..., T, H); cls_index (...) long positions -> (..., out)."""
-        if self.summary_type == "first":
-            output = hidden_states[..., 0, :]
-        elif self.summary_type == "mean":
-            output = hidden_states.mean(dim=-2)
-        elif self.summary_type == "last" or cls_index is None:
-            output = hidden_states[..., -1, :]
-        else:
-            index = cls_index[..., None, None].expand(*cls_index.shape, 1, hidden_states.shape[-1])
-            output = hidden_states.gather(-2, index).squeeze(-2)
-        return self.last_dropout(self.activation(self.summary(self.first_dropout(output))))
+        super().__init__(config.n_embd, out, config.summary_type, config.summary_activation,
+                         config.summary_first_dropout, float(config.extra.get("summary_last_dropout", 0.0)))

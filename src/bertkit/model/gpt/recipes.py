@@ -1,4 +1,5 @@
-"""GPT's pre-training recipes (clm; GPT-2's and GPT-1's shapes). bertkit.model.recipes says what a recipe is.
+"""GPT's pre-training recipes (clm; GPT-2's and GPT-1's shapes) and its fine-tuning recipe (GPT-1's:
+bertkit.model.gpt.finetuning). bertkit.model.recipes says what a recipe is.
 
 default: measured on WikiText-2 (gpt-tiny, batch 32, 300 steps; experiments/results/family_recipes.jsonl):
 held-out next-token loss 7.01 at BERT's lr 1e-4, 6.02 at 6e-4, 5.77 at 1e-3, 5.62 at 2e-3, 5.53 at 3e-3
@@ -7,6 +8,7 @@ held-out next-token loss 7.01 at BERT's lr 1e-4, 6.02 at 6e-4, 5.77 at 1e-3, 5.6
 budget (2 minutes, one core): 4.17 at batch 16 against 4.21 at batch 32 and 5.58 under BERT's recipe.
 """
 
+from bertkit.model.gpt.finetuning import FINETUNING  # noqa: F401  (the registry reads it from here)
 from bertkit.model.recipes import PretrainingRecipe, budget_recipe
 
 NO_DROPOUT = {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}

@@ -27,22 +27,9 @@ from torch import nn
 
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.layers import ACTIVATIONS
+from bertkit.model.masks import additive_mask, may_pad, self_attention_keep
 from bertkit.model.packed_linear import linear
-
-# (self_key, self_value, cross_key, cross_value), each (B, heads, length, d_kv)
-LayerCache = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-def project(hidden_states: torch.Tensor, *layers: nn.Linear) -> tuple[torch.Tensor, ...]:
-    """Each bias-free `layers`' projection of `hidden_states`: one matmul over the concatenated
-    weights while autograd records them, else one matmul each on oneDNN's packed weights
-    (bertkit.model.packed_linear; no weight copy per call; int8 quantized layers run their own)."""
-    if torch.is_grad_enabled() and any(isinstance(layer.weight, torch.Tensor) and layer.weight.requires_grad
-                                       for layer in layers):
-        fused = F.linear(hidden_states, torch.cat([layer.weight for layer in layers]))
-        return fused.split([layer.out_features for layer in layers], dim=-1)
-    return tuple(linear(hidden_states, layer) for layer in layers)
-
+from bertkit.model.seq2seq import LayerCache, project
 
 class T5LayerNorm(nn.Module):
     """RMS norm: weight * x / sqrt(mean(x^2) + eps); no bias, no mean subtraction, the
@@ -251,20 +238,6 @@ class T5Block(nn.Module):
         return self.layer[-1](hidden_states), (self_key, self_value, cross_key, cross_value)
 
 
-def may_pad(attention_mask: torch.Tensor) -> bool:
-    """Whether a 1/0 attention mask may hold padding (then the additive mask is built). Checked
-    on the CPU, where it is free; on an accelerator the check would make the host wait for
-    the device at every decoding step, so padding is assumed there (a mask of zeros is exact),
-    and while compiling (the read would break the graph)."""
-    return attention_mask.device.type != "cpu" or torch.compiler.is_compiling() or not bool(attention_mask.all())
-
-
-def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """bool keep (any shape) -> float: 0 where kept, the dtype's minimum elsewhere (finite,
-    so a query that sees no key gets a uniform row rather than NaN, as transformers)."""
-    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
-
-
 class T5Stack(nn.Module):
     """The encoder (bidirectional) or the decoder (causal, with cross-attention and a cache):
     dropout(embeddings) -> blocks -> final_layer_norm -> dropout. The token embeddings are
@@ -289,18 +262,8 @@ class T5Stack(nn.Module):
         mask: (B or 1, heads, Tq, Tp + Tq) float, shared by every block."""
         key_length = past_length + query_length
         bias = self.block[0].layer[0].SelfAttention.compute_bias(query_length, key_length, past_length).to(dtype)
-        device = bias.device
-        keep = None
-        if self.is_decoder and query_length > 1:  # one new position sees every key: nothing to mask
-            keys = torch.arange(key_length, device=device)
-            queries = torch.arange(past_length, key_length, device=device)
-            keep = (keys[None, :] <= queries[:, None])[None, None]  # (1, 1, Tq, Tk)
-        if attention_mask is not None and may_pad(attention_mask):  # no padding: the bias broadcasts
-            if attention_mask.shape[-1] == query_length and past_length:  # mask of the new positions only
-                attention_mask = F.pad(attention_mask, (past_length, 0), value=1)
-            padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
-            keep = padding if keep is None else keep & padding
-        return bias if keep is None else bias + additive_mask(keep, dtype)
+        keep = self_attention_keep(attention_mask, query_length, past_length, bias.device, self.is_decoder)
+        return bias if keep is None else bias + additive_mask(keep, dtype)  # no padding: the bias broadcasts
 
     def forward(
         self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,

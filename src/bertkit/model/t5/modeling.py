@@ -24,7 +24,6 @@ cross_key, cross_value), each (B, heads, length, d_kv), batch first so beams reo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +34,11 @@ from torch import nn
 from bertkit.model.generation import GenerationMixin
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.layers import mean_over_tokens
-from bertkit.model.outputs import BertModelOutput, ModelOutput, SequenceClassifierOutput
+from bertkit.model.outputs import BertModelOutput, SequenceClassifierOutput
 from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel
+from bertkit.model.seq2seq import LayerCache, Seq2SeqLMOutput, Seq2SeqModelOutput, read_encoder_output
 from bertkit.model.t5.layers import (
-    LayerCache,
     T5Attention,
     T5DenseActDense,
     T5DenseGatedActDense,
@@ -49,33 +48,6 @@ from bertkit.model.t5.layers import (
 from bertkit.model.heads import DenseTanhClassificationHead
 from bertkit.model.losses import IGNORE_INDEX, every_target_labelled, problem_type, sequence_classification_loss
 from bertkit.model.t5.config import T5Config
-
-
-@dataclass
-class Seq2SeqModelOutput(ModelOutput):
-    """last_hidden_state: the decoder's (B, T, d_model); past_key_values: per decoder layer
-    (self_key, self_value, cross_key, cross_value) (B, heads, length, d_kv) when use_cache;
-    encoder_last_hidden_state (B, S, d_model); hidden states: L + 1 tensors each (every
-    block's input, then the final normed output)."""
-
-    last_hidden_state: torch.Tensor
-    past_key_values: tuple[LayerCache, ...] | None = None
-    decoder_hidden_states: tuple[torch.Tensor, ...] | None = None
-    encoder_last_hidden_state: torch.Tensor | None = None
-    encoder_hidden_states: tuple[torch.Tensor, ...] | None = None
-
-
-@dataclass
-class Seq2SeqLMOutput(ModelOutput):
-    """loss: mean CE over the target positions with label != -100; logits (B, T, V);
-    the rest as `Seq2SeqModelOutput`."""
-
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    past_key_values: tuple[LayerCache, ...] | None = None
-    decoder_hidden_states: tuple[torch.Tensor, ...] | None = None
-    encoder_last_hidden_state: torch.Tensor | None = None
-    encoder_hidden_states: tuple[torch.Tensor, ...] | None = None
 
 
 class T5Encoder(T5Stack):
@@ -142,13 +114,6 @@ class T5PreTrainedModel(PreTrainedModel):
         return self.encoder
 
 
-def _encoder_hidden(encoder_outputs: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
-    """An encoder output (with `last_hidden_state`) or a tuple whose [0] is it -> (hidden, hidden states)."""
-    if hasattr(encoder_outputs, "last_hidden_state"):
-        return encoder_outputs.last_hidden_state, getattr(encoder_outputs, "hidden_states", None)
-    return encoder_outputs[0], (encoder_outputs[1] if len(encoder_outputs) > 1 else None)
-
-
 class T5Model(T5PreTrainedModel):
     """The bare encoder-decoder: (input_ids, decoder_input_ids) -> the decoder's hidden states."""
 
@@ -175,7 +140,7 @@ class T5Model(T5PreTrainedModel):
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                                            output_hidden_states=output_hidden_states)
-        encoder_hidden, encoder_all = _encoder_hidden(encoder_outputs)
+        encoder_hidden, encoder_all = read_encoder_output(encoder_outputs)
         hidden, cache, decoder_all = self.decoder(
             decoder_input_ids, decoder_attention_mask, encoder_hidden, attention_mask, past_key_values,
             use_cache=bool(use_cache), output_hidden_states=output_hidden_states,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bertkit.model.bert.config import PRESETS
+from bertkit.model.sizes import PRESETS
 from bertkit.errors import ConfigError
 from bertkit.pretrained_config import PretrainedConfig
 
@@ -56,7 +56,7 @@ class XLNetConfig(PretrainedConfig):
     model_type: str = "xlnet"
 
     carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {"n_token"}
-    # bertkit's sizes (bertkit.model.bert.config.PRESETS: tiny .. large); base = xlnet-base-cased's shape
+    # bertkit's sizes (bertkit.model.sizes.PRESETS: tiny .. large); base = xlnet-base-cased's shape
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         name: dict(n_layer=layers, d_model=hidden, n_head=heads, d_inner=4 * hidden)
         for name, (layers, hidden, heads) in PRESETS.items()

@@ -36,13 +36,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.model.bert.modeling import IGNORE_INDEX
+from bertkit.labels import IGNORE_INDEX
 from bertkit.model.dropout import Dropout
-from bertkit.model.electra.modeling import ElectraSequenceSummary
+from bertkit.model.heads import SequenceSummary
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.unpad import UnpadSwitch, plan_unpadding
-from bertkit.model.bert.task_heads import choice_output, flatten_choices, problem_type, sequence_classification_loss
+from bertkit.model.losses import choice_output, flatten_choices, problem_type, sequence_classification_loss
 from bertkit.model.xlnet.attention import (
     AttentionInputs,
     XLNetLayer,
@@ -327,7 +327,7 @@ class XLNetLMHeadModel(XLNetPreTrainedModel):
         return XLNetLMHeadModelOutput(loss, logits, out.mems, out.hidden_states, out.attentions)
 
 
-class XLNetSequenceSummary(ElectraSequenceSummary):
+class XLNetSequenceSummary(SequenceSummary):
     """transformers' sequence summary (`summary` linear, activation, last dropout), reading
     by default the last position: XLNet's <cls>.
 
@@ -337,13 +337,16 @@ class XLNetSequenceSummary(ElectraSequenceSummary):
     relative encodings make a row's states independent of where its padding sits, so both
     paddings give transformers' left-padded result."""
 
+    def __init__(self, config: XLNetConfig):
+        super().__init__(config.hidden_size, config.hidden_size if config.summary_use_proj else None,
+                         config.summary_type, config.summary_activation, 0.0, config.summary_last_dropout)
+
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T, H), mask (B, T) 1 = token -> (B, H)."""
         if self.summary_type != "last" or attention_mask is None:
             return super().forward(hidden_states)
         last = last_token_positions(attention_mask)
-        summary = hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last]  # (B, H)
-        return self.last_dropout(self.activation(self.summary(summary)))
+        return self.project(hidden_states[torch.arange(hidden_states.shape[0], device=last.device), last])  # (B, H)
 
     def read_positions(
         self, attention_mask: torch.Tensor | None, input_ids: torch.Tensor | None
