@@ -63,7 +63,7 @@ def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
     only (not the prompt). `seed` seeds one generator for the whole call."""
     import torch
 
-    from bertkit.model.decoding import right_padded
+    from bertkit.model.decoding import batch_pad_id, right_padded
     from bertkit.model.generation import is_encoder_decoder
 
     if batch_size < 1:
@@ -78,7 +78,7 @@ def run_generation(loaded: LoadedModel, texts: list[str], batch_size: int = 32,
         options = {**options, "tokenizer": loaded.tokenizer}
     device = next(model.parameters()).device
     generator = None if seed is None else torch.Generator(device).manual_seed(seed)
-    pad_id = _pad_id(loaded.config)
+    pad_id = batch_pad_id(loaded.config)
     per_text = options.get("num_return_sequences", 1)
     sequences: list[list[list[int]] | None] = [None] * len(texts)
     order = np.argsort([len(ids) for ids in encoded], kind="stable")[::-1]  # longest first: less padding
@@ -159,14 +159,6 @@ def visible_text(loaded: LoadedModel, ids: list[int], strip: bool = True) -> str
     kept = [t for t in ids if t not in hidden or SENTINEL.fullmatch(tokenizer.convert_ids_to_tokens(t) or "")]
     text = tokenizer.decode(kept, skip_special_tokens=False)
     return text.strip() if strip else text
-
-
-def _pad_id(config) -> int:
-    """The id padding a batch: the config's pad, else its EOS (GPT-2 has no pad token), else 0."""
-    for token in (config.pad_token_id, config.eos_token_id):
-        if isinstance(token, int):
-            return token
-    return 0
 
 
 def _trim(row: list[int], pad_id: int, keep_first: bool = True) -> list[int]:

@@ -76,8 +76,14 @@ def right_padded(rows: list[list[int]], pad_id: int, device: Any = None) -> tupl
     return padded_rows(rows, pad_id, device)
 
 
-def _pad_id(config: Any) -> int:
-    return config.pad_token_id if config.pad_token_id is not None else 0  # masked: any id will do
+def batch_pad_id(config: Any) -> int:
+    """The id padding a batch (and, in `generate`, a finished row): the config's pad, else
+    its EOS (GPT-2 has no pad token; transformers pads with EOS), else 0."""
+    eos = getattr(config, "eos_token_id", None)
+    for token in (getattr(config, "pad_token_id", None), eos[0] if isinstance(eos, (list, tuple)) and eos else eos):
+        if isinstance(token, int):
+            return token
+    return 0
 
 
 class StepRows:
@@ -235,9 +241,9 @@ class EncoderDecoderSteps(StepRows):
         """The inputs' rows (the encoder runs now), each starting from the config's start token."""
         config = model.config
         start = getattr(config, "decoder_start_token_id", None)
-        ids, mask = right_padded(input_ids, _pad_id(config), next(model.parameters()).device)
+        ids, mask = right_padded(input_ids, batch_pad_id(config), next(model.parameters()).device)
         states = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-        return cls(model, states, mask, _pad_id(config) if start is None else start)
+        return cls(model, states, mask, batch_pad_id(config) if start is None else start)
 
     def forward(self, padded: bool) -> Any:
         positions = {"decoder_position_ids": self.positions()} if self.takes_positions and padded else {}
@@ -280,7 +286,7 @@ class DecoderOnlySteps(StepRows):
         for i, row in enumerate(input_ids):
             if not row:
                 raise ConfigError(f"input_ids: row {i} is an empty prompt; give at least one token")
-        ids, mask = padded_rows(input_ids, _pad_id(model.config), next(model.parameters()).device, left=True)
+        ids, mask = padded_rows(input_ids, batch_pad_id(model.config), next(model.parameters()).device, left=True)
         return cls(model, ids, mask)
 
     def forward(self, padded: bool) -> Any:

@@ -127,6 +127,14 @@ class GenerationSettings:
         return self.prompt_length + self.max_new_tokens
 
     @property
+    def choice(self) -> "GenerationSettings":
+        """These settings as the step's score rules read them (bertkit.model.decoding_step):
+        rows whose `choice` is equal are ruled together, whatever their prompt length or
+        budget — the budget kept only where a forced EOS depends on it."""
+        budget = self.max_new_tokens if self.forced_eos_token_ids else 1
+        return dataclasses.replace(self, prompt_length=1, max_new_tokens=budget)
+
+    @property
     def fill_token_id(self) -> int:
         """What fills a row after its end: pad, else the start token, else 0."""
         for token in (self.pad_token_id, self.decoder_start_token_id):

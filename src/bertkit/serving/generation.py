@@ -72,6 +72,7 @@ class _Row:
     job: GenerationJob
     generator: torch.Generator | None
     stops: StopStrings | None
+    choice: GenerationSettings  # job.settings.choice: rows alike in it are ruled together
     new: list[int] = field(default_factory=list)
     tokens: list[dict] = field(default_factory=list)
     text: str = ""
@@ -138,7 +139,7 @@ class DecodeLoop:
         stops = None
         if request.stop:
             stops = self._stops.setdefault(request.stop, StopStrings(list(request.stop), self.loaded.tokenizer))
-        return _Row(request, generator, stops)
+        return _Row(request, generator, stops, request.settings.choice)
 
     # ------------------------------------------------------------------ decoding
 
@@ -208,7 +209,7 @@ def _groups(rows: list[_Row]) -> list[RowGroup]:
     by_choice: dict[tuple, list[int]] = {}
     for i, row in enumerate(rows):
         generator = row.generator if row.job.settings.do_sample else None
-        by_choice.setdefault((row.job.settings, generator, row.stops), []).append(i)
+        by_choice.setdefault((row.choice, generator, row.stops), []).append(i)
     whole = len(by_choice) == 1
     return [RowGroup(settings, None if whole else index, generator, stops)
             for (settings, generator, stops), index in by_choice.items()]
