@@ -60,6 +60,18 @@ class PretrainedConfig:
     optional_fields: ClassVar[tuple[str, ...]] = ("id2label", "label2id", "problem_type")
     # named sizes: preset name -> field values (`from_preset`)
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    # transformers' attribute_map: a generic name -> the family's own field (GPT-2's hidden_size is
+    # n_embd), read and set through the field; never a config.json key of its own
+    attribute_map: ClassVar[dict[str, str]] = {}
+
+    def __getattr__(self, name: str) -> Any:  # only names that are not attributes reach here
+        mapped = type(self).attribute_map.get(name)
+        if mapped is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self, mapped)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(type(self).attribute_map.get(name, name), value)
 
     def __post_init__(self) -> None:
         if isinstance(self.id2label, dict):  # JSON keys are strings

@@ -88,7 +88,6 @@ class GenerationSettings:
     length_penalty: float = 1.0
     early_stopping: bool | str = False
     no_repeat_ngram_size: int = 0
-    repetition_penalty: float = 1.0
     num_return_sequences: int = 1
     eos_token_ids: tuple[int, ...] = ()
     pad_token_id: int | None = None
@@ -111,7 +110,6 @@ class GenerationSettings:
         require(0 < self.top_p <= 1, "top_p", "in (0, 1]")
         require(self.repetition_penalty > 0, "repetition_penalty", "> 0 (1.0: no penalty; > 1 discourages repeats)")
         require(self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size", ">= 0")
-        require(self.repetition_penalty > 0, "repetition_penalty", "> 0 (1.0: no penalty)")
         require(self.early_stopping is True or self.early_stopping is False or self.early_stopping == "never",
                 "early_stopping", "True, False or 'never'")
         require(self.num_return_sequences >= 1, "num_return_sequences", ">= 1")

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.labels import IGNORE_INDEX
+from bertkit.model.losses import every_target_labelled
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.packed_linear import linear
 
@@ -63,3 +65,19 @@ class Seq2SeqLMOutput(ModelOutput):
     decoder_hidden_states: tuple[torch.Tensor, ...] | None = None
     encoder_last_hidden_state: torch.Tensor | None = None
     encoder_hidden_states: tuple[torch.Tensor, ...] | None = None
+
+
+def lm_output(model: Any, out: Seq2SeqModelOutput, labels: torch.Tensor | None) -> Seq2SeqLMOutput:
+    """The LM output over the decoder's states `out`: the head and the loss fused where every target
+    position has a label (`model.loss_and_logits`; losses.every_target_labelled), else the logits
+    (`model.vocabulary_logits`) and, with labels, the mean cross-entropy over the labelled positions."""
+    if every_target_labelled(labels):
+        loss, logits = model.loss_and_logits(out.last_hidden_state, labels)
+    else:
+        logits = model.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
+        loss = None if labels is None else F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+    return Seq2SeqLMOutput(loss=loss, logits=logits, past_key_values=out.past_key_values,
+                           decoder_hidden_states=out.decoder_hidden_states,
+                           encoder_last_hidden_state=out.encoder_last_hidden_state,
+                           encoder_hidden_states=out.encoder_hidden_states)

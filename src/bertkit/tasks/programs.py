@@ -338,7 +338,7 @@ class TaskProgram(TrainingProgram):
         loss = task_loss * (count / max(totals["task"], 1.0))
         stats = {"task_loss_sum": float(task_loss.detach()) * count, "task_count": count}
         if not labels.is_floating_point():
-            valid = labels != -100
+            valid = labels != IGNORE_INDEX
             stats["task_correct"] = float(((scores.detach().argmax(-1) == labels) & valid).sum())
         if self.auxiliary_loss:  # task + weight * extra (its mean per micro-batch, weighted as the task's)
             extra_loss, extra_count = self.auxiliary_loss.compute(model, out, batch)

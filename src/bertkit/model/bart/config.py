@@ -76,6 +76,11 @@ class BartConfig(PretrainedConfig):
     forced_eos_token_id: int | None = 2
     model_type: str = "bart"
 
+    # transformers' attribute_map: the generic names of the sizes (bertkit.pretrained_config)
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "d_model", "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
     carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | _CARRIED
     optional_fields: ClassVar[tuple[str, ...]] = PretrainedConfig.optional_fields + ("forced_bos_token_id",)
     presets: ClassVar[dict[str, dict[str, Any]]] = BART_PRESETS
@@ -84,19 +89,6 @@ class BartConfig(PretrainedConfig):
         if self.id2label is None:  # transformers' BartConfig: three labels unless told (MNLI's heads)
             self.id2label = default_id2label(DEFAULT_BART_LABELS)
         super().__post_init__()
-
-    # transformers' generic names for the sizes (its attribute_map)
-    @property
-    def hidden_size(self) -> int:
-        return self.d_model
-
-    @property
-    def num_attention_heads(self) -> int:
-        return self.encoder_attention_heads
-
-    @property
-    def num_hidden_layers(self) -> int:
-        return self.encoder_layers
 
     def validate(self) -> None:
         super().validate()

@@ -40,11 +40,11 @@ from bertkit.model.bart.layers import (
 )
 from bertkit.model.generation import GenerationMixin
 from bertkit.model.heads import DenseTanhClassificationHead, decoder_cross_entropy
-from bertkit.model.losses import IGNORE_INDEX, every_target_labelled, problem_type, sequence_classification_loss
+from bertkit.model.losses import IGNORE_INDEX, problem_type, sequence_classification_loss
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel, normal_init
-from bertkit.model.seq2seq import LayerCache, Seq2SeqLMOutput, Seq2SeqModelOutput, read_encoder_output
+from bertkit.model.seq2seq import LayerCache, Seq2SeqLMOutput, Seq2SeqModelOutput, lm_output, read_encoder_output
 
 
 @dataclass
@@ -189,6 +189,14 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
         """(..., d_model) decoder output -> (..., V) logits."""
         return packed_matmul(decoder_hidden, self.output_embeddings(), self.final_logits_bias.view(-1))
 
+    def loss_and_logits(self, decoder_hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """decoder_hidden (B, T, d_model), labels (B, T) all real targets -> (mean CE, logits (B, T, V)):
+        the head and the loss fused (bertkit.model.heads.decoder_cross_entropy)."""
+        loss, logits = decoder_cross_entropy(decoder_hidden.reshape(-1, decoder_hidden.shape[-1]),
+                                             self.output_embeddings(), self.final_logits_bias.view(-1),
+                                             labels.reshape(-1))
+        return loss, logits.view(*labels.shape, -1)
+
     def forward(
         self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
         decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
@@ -209,20 +217,7 @@ class BartForConditionalGeneration(_WithBartModel, GenerationMixin):
                          past_key_values if past_key_values is not None else cache, inputs_embeds,
                          decoder_inputs_embeds, use_cache, output_hidden_states,
                          decoder_position_ids=decoder_position_ids)
-        hidden = out.last_hidden_state  # (B, T, d_model)
-        # the head and the loss fused where every position has a label (losses.every_target_labelled)
-        if every_target_labelled(labels):
-            loss, logits = decoder_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.output_embeddings(),
-                                                 self.final_logits_bias.view(-1), labels.reshape(-1))
-            logits = logits.view(*labels.shape, -1)
-        else:
-            logits = self.vocabulary_logits(hidden)  # (B, T, V)
-            loss = None if labels is None else F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
-        return Seq2SeqLMOutput(loss=loss, logits=logits, past_key_values=out.past_key_values,
-                               decoder_hidden_states=out.decoder_hidden_states,
-                               encoder_last_hidden_state=out.encoder_last_hidden_state,
-                               encoder_hidden_states=out.encoder_hidden_states)
+        return lm_output(self, out, labels)
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -56,6 +56,10 @@ class ElmoConfig(PretrainedConfig):
     initializer_range: float = 0.02
     model_type: str = "elmo"
 
+    # transformers' attribute_map: the generic names of the sizes (bertkit.pretrained_config)
+    attribute_map: ClassVar[dict[str, str]] = {
+        "num_hidden_layers": "num_layers", "hidden_dropout_prob": "dropout",
+    }
     optional_fields: ClassVar[tuple[str, ...]] = PretrainedConfig.optional_fields
     presets: ClassVar[dict[str, dict[str, Any]]] = ELMO_PRESETS
 
@@ -66,18 +70,9 @@ class ElmoConfig(PretrainedConfig):
         return 2 * self.projection_dim
 
     @property
-    def num_hidden_layers(self) -> int:
-        return self.num_layers
-
-    @property
     def num_representation_layers(self) -> int:
         """Layer 0 (the token layer, duplicated) and one per LSTM level."""
         return self.num_layers + 1
-
-    @property
-    def hidden_dropout_prob(self) -> float:
-        """The dropout a head on the representations uses (a feature tagger's): the biLM's."""
-        return self.dropout
 
     @property
     def classifier_dropout(self) -> None:

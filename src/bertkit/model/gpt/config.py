@@ -79,6 +79,11 @@ class _GPTConfig(PretrainedConfig):
     eos_token_id: int | None = None
     tie_word_embeddings: bool = True
 
+    # transformers' attribute_map: the generic names of the sizes (bertkit.pretrained_config)
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+        "max_position_embeddings": "n_positions",
+    }
     # n_ctx: the published checkpoints' old name of n_positions; predict_special_tokens: GPT-1's
     carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {
         "n_ctx", "predict_special_tokens", "summary_last_dropout"}
@@ -86,23 +91,6 @@ class _GPTConfig(PretrainedConfig):
     activations: ClassVar[dict[str, Any]] = GPT2_ACTIVATIONS
     pre_layer_norm: ClassVar[bool] = True
     final_layer_norm: ClassVar[bool] = True
-
-    # transformers' generic names for the sizes (its attribute_map)
-    @property
-    def hidden_size(self) -> int:
-        return self.n_embd
-
-    @property
-    def num_hidden_layers(self) -> int:
-        return self.n_layer
-
-    @property
-    def num_attention_heads(self) -> int:
-        return self.n_head
-
-    @property
-    def max_position_embeddings(self) -> int:
-        return self.n_positions
 
     @property
     def head_dim(self) -> int:

@@ -56,6 +56,10 @@ class T5Config(PretrainedConfig):
 
     # what transformers derives from feed_forward_proj (and writes): carried, recomputed here;
     # n_positions / output_past: fields of the published checkpoints' config.json, unused
+    # transformers' attribute_map: the generic names of the sizes (bertkit.pretrained_config)
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "d_model", "num_attention_heads": "num_heads", "num_hidden_layers": "num_layers",
+    }
     carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {
         "dense_act_fn", "is_gated_act", "n_positions", "output_past"}
     presets: ClassVar[dict[str, dict[str, Any]]] = T5_PRESETS
@@ -75,19 +79,6 @@ class T5Config(PretrainedConfig):
     def dense_act_fn(self) -> str:
         name = self.feed_forward_proj.removeprefix("gated-")
         return GATED_ACTIVATION.get(name, name) if self.is_gated_act else name
-
-    # transformers' generic names for the sizes
-    @property
-    def hidden_size(self) -> int:
-        return self.d_model
-
-    @property
-    def num_attention_heads(self) -> int:
-        return self.num_heads
-
-    @property
-    def num_hidden_layers(self) -> int:
-        return self.num_layers
 
     def to_dict(self) -> dict[str, Any]:
         values = super().to_dict()

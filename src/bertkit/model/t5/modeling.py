@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertkit.model.generation import GenerationMixin
@@ -37,7 +36,7 @@ from bertkit.model.layers import mean_over_tokens
 from bertkit.model.outputs import BertModelOutput, SequenceClassifierOutput
 from bertkit.model.packed_linear import packed_matmul
 from bertkit.model.pretrained import PreTrainedModel
-from bertkit.model.seq2seq import LayerCache, Seq2SeqLMOutput, Seq2SeqModelOutput, read_encoder_output
+from bertkit.model.seq2seq import LayerCache, Seq2SeqLMOutput, Seq2SeqModelOutput, lm_output, read_encoder_output
 from bertkit.model.t5.layers import (
     T5Attention,
     T5DenseActDense,
@@ -46,7 +45,7 @@ from bertkit.model.t5.layers import (
     T5Stack,
 )
 from bertkit.model.heads import DenseTanhClassificationHead
-from bertkit.model.losses import IGNORE_INDEX, every_target_labelled, problem_type, sequence_classification_loss
+from bertkit.model.losses import IGNORE_INDEX, problem_type, sequence_classification_loss
 from bertkit.model.t5.config import T5Config
 
 
@@ -211,16 +210,7 @@ class T5ForConditionalGeneration(T5Model, GenerationMixin):
             decoder_input_ids = self.shift_right(labels)
         out = self.encode_and_decode(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask,
                                      encoder_outputs, past_key_values, use_cache, output_hidden_states)
-        if every_target_labelled(labels):
-            loss, logits = self.loss_and_logits(out.last_hidden_state, labels)
-        else:
-            logits = self.vocabulary_logits(out.last_hidden_state)  # (B, T, V)
-            loss = None if labels is None else F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE_INDEX)
-        return Seq2SeqLMOutput(loss=loss, logits=logits, past_key_values=out.past_key_values,
-                               decoder_hidden_states=out.decoder_hidden_states,
-                               encoder_last_hidden_state=out.encoder_last_hidden_state,
-                               encoder_hidden_states=out.encoder_hidden_states)
+        return lm_output(self, out, labels)
 
 
 class T5EncoderModel(T5PreTrainedModel):

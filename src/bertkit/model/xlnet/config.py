@@ -55,6 +55,11 @@ class XLNetConfig(PretrainedConfig):
     eos_token_id: int | None = 2
     model_type: str = "xlnet"
 
+    # transformers' attribute_map: the generic names of the sizes (bertkit.pretrained_config)
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "d_model", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head",
+        "intermediate_size": "d_inner",
+    }
     carried_fields: ClassVar[frozenset[str]] = PretrainedConfig.carried_fields | {"n_token"}
     # bertkit's sizes (bertkit.model.sizes.PRESETS: tiny .. large); base = xlnet-base-cased's shape
     presets: ClassVar[dict[str, dict[str, Any]]] = {
@@ -73,23 +78,6 @@ class XLNetConfig(PretrainedConfig):
     def from_preset(cls, name: str, **overrides: Any) -> "XLNetConfig":
         """A named size; d_head follows the preset's width unless given."""
         return super().from_preset(name, **{"d_head": None, **overrides})
-
-    # HF's attribute_map, read-only: BERT's names for the same sizes
-    @property
-    def hidden_size(self) -> int:
-        return self.d_model
-
-    @property
-    def num_hidden_layers(self) -> int:
-        return self.n_layer
-
-    @property
-    def num_attention_heads(self) -> int:
-        return self.n_head
-
-    @property
-    def intermediate_size(self) -> int:
-        return self.d_inner
 
     def validate(self) -> None:
         for name in ("vocab_size", "d_model", "n_layer", "n_head", "d_inner", "d_head"):
