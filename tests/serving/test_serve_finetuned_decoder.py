@@ -30,8 +30,6 @@ def gpt_classifier(tmp_path_factory):
     return directory
 
 
-@pytest.mark.xfail(strict=True, reason="ServedModel.serves (serving/models.py) answers 'generate' for any model "
-                                       "that has a generator; it must follow the checkpoint's task head")
 def test_a_fine_tuned_gpt_classifier_serves_predict(gpt_classifier):
     from _serving import running_server
 

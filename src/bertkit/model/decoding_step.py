@@ -30,18 +30,21 @@ class StopStrings:
     them, overlapping the newest token (transformers' StopStringCriteria: a stop string
     already in the prompt does not end anything)."""
 
-    def __init__(self, strings: str | list[str], tokenizer: Any):
+    def __init__(self, strings: str | list[str], tokenizer: Any, decode: Any = None):
         strings = [strings] if isinstance(strings, str) else list(strings)
         if not strings or not all(isinstance(s, str) and s for s in strings):
             raise ConfigError(f"stop_strings: must be non-empty strings, got {strings!r}")
         if tokenizer is None or not hasattr(tokenizer, "decode"):
             raise ConfigError("stop_strings: needs tokenizer= (the stop strings are matched in decoded text)")
         self.strings, self.tokenizer = strings, tokenizer
+        # the text the stop strings are matched in: `generate`'s decoded text, or the caller's (the
+        # server's visible text keeps sentinels, which the plain decode drops)
+        self.decode = decode or tokenizer.decode
         self.window = 4 * max(len(s) for s in strings) + 1  # tokens holding any stop string (>= 1 byte a token)
 
     def completed(self, ids: list[int]) -> bool:
         """Whether the newest of `ids` (a row's last `window` tokens) completes a stop string."""
-        before, now = self.tokenizer.decode(ids[:-1]), self.tokenizer.decode(ids)
+        before, now = self.decode(ids[:-1]), self.decode(ids)
         return any(s in now[max(0, len(before) - len(s) + 1):] for s in self.strings)
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bertkit.inference.generation import generated_text
+from bertkit.inference.generation import generated_text, visible_text
 from bertkit.inference.loading import LoadedModel
 from bertkit.model.decoding_step import RowGroup, StopStrings, decode_step
 from bertkit.model.generation import GenerationSettings
@@ -89,6 +89,10 @@ class DecodeLoop:
         self.rows: list[_Row] = []
         self._packed: dict = {}  # the decoding steps' packed weights, kept between batches
         self._stops: dict[tuple[str, ...], StopStrings] = {}  # one per set of stop strings: rows share a group
+
+    def _visible(self, ids: list[int]) -> str:
+        """The text stop strings are matched in: the response's (sentinels kept, as before the engine)."""
+        return visible_text(self.loaded, ids, strip=False)
 
     @property
     def active(self) -> bool:
@@ -138,7 +142,8 @@ class DecodeLoop:
         generator = None if request.seed is None else torch.Generator(device).manual_seed(request.seed)
         stops = None
         if request.stop:
-            stops = self._stops.setdefault(request.stop, StopStrings(list(request.stop), self.loaded.tokenizer))
+            stops = self._stops.setdefault(request.stop, StopStrings(list(request.stop), self.loaded.tokenizer,
+                                                                          self._visible))
         return _Row(request, generator, stops, request.settings.choice)
 
     # ------------------------------------------------------------------ decoding

@@ -161,10 +161,12 @@ class ServedModel:
 
     @property
     def serves(self) -> str:
-        """What POST / answers (as text-embeddings-inference's model type): "generate", "predict" or "embed"."""
-        if self.generator is not None:
-            return "generate"
-        return "predict" if self.task is not None else "embed"
+        """What POST / answers (as text-embeddings-inference's model type): "generate", "predict" or "embed".
+        A fine-tuned checkpoint's task head decides (a GPT or BART classifier predicts; a text-to-text
+        model's task model is its generator); without one, a model that generates generates."""
+        if self.task is not None:
+            return "generate" if self.generator is not None and self.generator.model is self.task.model else "predict"
+        return "generate" if self.generator is not None else "embed"
 
     def info(self) -> dict[str, Any]:
         config = (self.encoder or self.generator).config
