@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from bertkit.commands import add_precision_argument, add_runtime_options
 from bertkit.errors import BertkitError
+from bertkit.model.families import families_that
 from bertkit.tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, QA, TAGGING, TEXT2TEXT
 
 
@@ -108,7 +109,8 @@ def _add_multiple_choice(tasks) -> None:
 def _add_text2text(tasks) -> None:
     from bertkit.commands.finetune import add_text2text_options
 
-    p = tasks.add_parser("text2text", help="a text-to-text (T5) model: generate, then the task's official metric",
+    p = tasks.add_parser("text2text", help=f"a text-to-text model ({families_that('text2text')}): generate, then the "
+                         "task's official metric",
                          description="Score a text-to-text model: it generates for each example of --data (a GLUE "
                                      "file or task folder, SQuAD v1.1 JSON, CoNLL or source/target pairs) and the "
                                      "task's official metric scores the text; invalid outputs count as wrong and "

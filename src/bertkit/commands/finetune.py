@@ -23,6 +23,7 @@ import sys
 from bertkit.commands import add_runtime_options
 from bertkit.errors import BertkitError
 from bertkit.feature_choices import LAYER_CHOICES
+from bertkit.model.families import MODEL_FAMILIES, families_that
 from bertkit.tasks.registry import QA, command_families, get_task_family
 
 # flag attribute -> FinetuneConfig field (flags left None keep the config's value); TASK_FIELDS and FAMILIES
@@ -50,9 +51,11 @@ SQUAD_MAX_SEQ_LENGTH = get_task_family(QA).max_seq_length  # BERT's SQuAD window
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("finetune", help="fine-tune BERT on GLUE, any classification table, NER, "
-                                   "multiple choice", description="Fine-tune a BERT checkpoint on a task; "
-                                   "writes best/ (HF layout), metrics, curves and report.md.")
+    parser = subparsers.add_parser("finetune", help="fine-tune a checkpoint on GLUE, any classification table, NER, "
+                                   "multiple choice, SQuAD or text-to-text",
+                                   description="Fine-tune a checkpoint of any model family on a task (each family's "
+                                   "fine-tuning recipe applies: docs/finetuning.md); writes best/ (HF layout), "
+                                   "metrics, curves and report.md.")
     tasks = parser.add_subparsers(dest="finetune_task", metavar="{glue,classify,ner,multiple-choice,squad,text2text}")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -81,7 +84,8 @@ def add_parser(subparsers) -> None:
     add_task_options(p, "squad")
     _add_common(p)
 
-    p = tasks.add_parser("text2text", help="a T5 model, every task as text: GLUE, SQuAD, NER or source/target pairs",
+    p = tasks.add_parser("text2text", help=f"a text-to-text model ({families_that('text2text')}), every task as "
+                         "text: GLUE, SQuAD, NER or source/target pairs",
                          description="Text-to-text fine-tuning (bertkit.tasks.text2text): teacher forcing, dev "
                                      "scored on generated text with the task's official metric.")
     add_text2text_options(p)
@@ -135,7 +139,8 @@ def add_task_options(p, task: str, feature_based: bool = True) -> None:
 def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--train", metavar="FILE", required=data_required, help="training file")
     p.add_argument("--dev", metavar="FILE", help="dev file: evaluated every epoch, picks best/")
-    p.add_argument("--model", required=True, metavar="DIR", help="BERT checkpoint to start from (bertkit or HF)")
+    p.add_argument("--model", required=True, metavar="DIR", help="checkpoint to start from (bertkit or HF; "
+                   f"model_type one of {', '.join(MODEL_FAMILIES)})")
     p.add_argument("--output-dir", required=True, metavar="DIR", help="run folder")
     p.add_argument("--epochs", type=int, help="training epochs (default 3)")
     p.add_argument("--lr", type=float, help="peak learning rate (default 3e-5)")

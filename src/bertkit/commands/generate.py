@@ -28,12 +28,16 @@ from bertkit.errors import BertkitError
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("generate", help="generate text with a generating model (T5, GPT-2, GPT-1)",
-                              description="Generate text for each input with a text-to-text model (T5) or a decoder "
-                                          "(GPT-2, GPT-1): greedy by default, beam search (--num-beams) or sampling "
-                                          "(--do-sample).")
+    from bertkit.model.families import families_that
+
+    p = subparsers.add_parser("generate", help=f"generate text with a generating model ({families_that('generate')})",
+                              description="Generate text for each input with an encoder-decoder "
+                                          f"({families_that('encoder-decoder')}) or a decoder "
+                                          f"({families_that('decoder')}): greedy by default, beam search "
+                                          "(--num-beams) or sampling (--do-sample).")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="input texts")
-    p.add_argument("--model", required=True, metavar="DIR", help="checkpoint directory of a generating model (T5, GPT)")
+    p.add_argument("--model", required=True, metavar="DIR", help="checkpoint directory of a generating model "
+                   f"({families_that('generate')})")
     p.add_argument("--file", help="read inputs from this file instead, one per line (txt, .gz; JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     add_skip_bad_lines_argument(p)

@@ -33,7 +33,8 @@ def add_parser(subparsers) -> None:
                         "overridable")
     p.add_argument("--budget", metavar="TIME", help="wall-clock budget (90s, 10m, 2h): the lr schedule is laid over "
                    "the time and the run ends, saved and evaluated, when it is spent")
-    p.add_argument("--init-from", metavar="DIR", help="start from this BERT checkpoint (continued pre-training)")
+    p.add_argument("--init-from", metavar="DIR", help="start from this checkpoint (continued pre-training; "
+                   "its family's objective and recipe)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest readable checkpoint; other flags must "

@@ -1,5 +1,5 @@
-"""Model families (BERT, RoBERTa, ELECTRA, ALBERT, T5, XLNet, GPT-2, GPT-1): one registry entry each, declaring
-what the family can do.
+"""Model families: one registry entry each (`MODEL_FAMILIES`), declaring what the family can do;
+help texts and errors list them from here (`families_that`).
 
 Callers never name a model class or compare model types: they read config.json's
 `model_type` (or a model's config) and ask this registry for the family's config class,
@@ -149,7 +149,7 @@ class ModelFamily:
         """The family's text-generating model class; a one-line error naming `source` when it has none."""
         if self.generator is None:
             raise BertkitError(f"{source}: {self.model_type} models cannot generate text (an encoder); "
-                               "generation needs a text-to-text model (T5) or a decoder (GPT-2, GPT-1)")
+                               f"generation needs a model of a generating family ({families_that('generate')})")
         return _resolve(self.generator)
 
     def config_class(self):
@@ -277,6 +277,21 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "elmo": ModelFamily("elmo", "bertkit.model.elmo.config:ElmoConfig", "bertkit.model.elmo.modeling:ElmoBiLM", "elmo",
                         input_names=("character_ids", "attention_mask"), distillable=False, reads_words=True),
 }
+
+
+CAPABILITIES = {
+    "generate": lambda family: family.can_generate,
+    "encoder-decoder": lambda family: family.can_generate and not family.decoder_only,
+    "decoder": lambda family: family.decoder_only,
+    "fill-mask": lambda family: family.can_fill_mask,
+}
+
+
+def families_that(capability: str) -> str:
+    """The model types (config.json's `model_type`) with a capability (a CAPABILITIES name or a task
+    family, e.g. "text2text"), comma-separated in registry order: for help texts and errors."""
+    test = CAPABILITIES.get(capability, lambda family: family.supports(capability))
+    return ", ".join(name for name, family in MODEL_FAMILIES.items() if test(family))
 
 
 def _resolve(reference: str):

@@ -73,7 +73,7 @@ class ServedModel:
     def load(cls, directory, precision: str = "fp32") -> "ServedModel":
         from bertkit.inference.sentence_modules import read_sentence_modules
         from bertkit.inference.generation import load_generator
-        from bertkit.model.families import family_of, load_config
+        from bertkit.model.families import families_that, family_of, load_config
         from bertkit.tasks.feature_tagger import is_feature_tagger
         from bertkit.tokenization import Tokenizer
 
@@ -104,8 +104,8 @@ class ServedModel:
                 generator = load_generator(directory, DEVICE, **loader_options(load_generator, precision))
         else:
             missing["generator"] = (f"{directory}: {load_config(directory).model_type if not tagger else 'a tagger'} "
-                                    "models cannot generate text (an encoder); generation needs a text-to-text "
-                                    "or language model such as T5")
+                                    "models cannot generate text (an encoder); generation needs a model of a "
+                                    f"generating family ({families_that('generate')})")
         base = task or masked_lm
         encoder = None
         if base is not None and hasattr(base.backbone, "embeddings"):  # share the weights already loaded
