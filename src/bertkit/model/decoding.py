@@ -155,11 +155,10 @@ class StepRows:
         self.generated = [n + 1 for n in self.generated]
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep the rows `index` (N,) in that order (beam search). Only the self-attention
-        cache moves: a beam is only ever replaced by a beam of the same input, whose
-        cross-attention keys and values (an encoder-decoder's last two) are the same."""
+        """Keep the rows `index` (N,) in that order (beam search). Only the tokens and the
+        self-attention cache move: a beam is only ever replaced by a beam of the same input,
+        whose mask and cross-attention keys and values (an encoder-decoder's last two) are the same."""
         self.token_ids = self.token_ids.index_select(0, index)
-        self.self_mask = self.self_mask.index_select(0, index)
         if self.past is not None:
             self.past = tuple((k.index_select(0, index), v.index_select(0, index), *cross)
                               for k, v, *cross in self.past)
