@@ -64,6 +64,19 @@ class TiedDecoderHead(nn.Module):
         return decoder_cross_entropy(self.transform(hidden_states), word_embeddings, self.bias, targets)
 
 
+class TiedOutputLayer(TiedDecoderHead):
+    """The output layer alone, tied to the word embeddings (V, E): no transform, only its `bias`
+    (V,) is a parameter (ELECTRA's `generator_lm_head`, XLNet's `lm_loss`)."""
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    @staticmethod
+    def transform(hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states
+
+
 class BertLMPredictionHead(TiedDecoderHead):
     """MLM head: transform (dense + act + LayerNorm), then the tied decoder plus an output bias."""
 

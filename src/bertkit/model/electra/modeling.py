@@ -26,7 +26,7 @@ from torch import nn
 from bertkit.model.bert.config import BertConfig
 from bertkit.model.bert.modeling import BertPreTrainedModel, labelled_rows, run_encoder
 from bertkit.model.embeddings import BertEmbeddings
-from bertkit.model.heads import SequenceSummary, decoder_cross_entropy
+from bertkit.model.heads import SequenceSummary, TiedOutputLayer, decoder_cross_entropy
 from bertkit.model.layers import ACTIVATIONS, BertEncoder
 from bertkit.model.outputs import BertModelOutput, MaskedLMOutput, ModelOutput, MultipleChoiceModelOutput
 from bertkit.model.bert.task_heads import (
@@ -156,17 +156,11 @@ class ElectraGeneratorPredictions(nn.Module):
         return self.LayerNorm(F.gelu(self.dense(hidden_states)))
 
 
-class ElectraGeneratorLMHead(nn.Module):
-    """The output layer tied to the word embeddings (V, E): only its bias is a parameter,
-    the matrix is passed in, so the state dict holds it once (HF: `generator_lm_head`)."""
+class ElectraGeneratorLMHead(TiedOutputLayer):
+    """The output layer tied to the word embeddings (HF: `generator_lm_head`)."""
 
     def __init__(self, config: ElectraConfig):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """(..., E), (V, E) -> logits (..., V)."""
-        return F.linear(hidden_states, word_embeddings, self.bias)
+        super().__init__(config.vocab_size)
 
 
 class ElectraForPreTraining(ElectraPreTrainedModel):

@@ -38,7 +38,7 @@ from torch import nn
 
 from bertkit.labels import IGNORE_INDEX
 from bertkit.model.dropout import Dropout
-from bertkit.model.heads import SequenceSummary
+from bertkit.model.heads import SequenceSummary, TiedOutputLayer
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.unpad import UnpadSwitch, plan_unpadding
@@ -285,17 +285,11 @@ def _token_mask(attention_mask: torch.Tensor | None, input_mask: torch.Tensor | 
     return None if input_mask is None else (input_mask == 0).long()
 
 
-class XLNetLMLoss(nn.Module):
-    """transformers' `lm_loss` linear layer with its weight tied to the word embeddings:
-    only the bias (V,) is this module's own."""
+class XLNetLMLoss(TiedOutputLayer):
+    """transformers' `lm_loss` linear layer with its weight tied to the word embeddings."""
 
     def __init__(self, config: XLNetConfig):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-
-    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
-        """(..., D), (V, D) -> (..., V)."""
-        return F.linear(hidden_states, word_embeddings, self.bias)
+        super().__init__(config.vocab_size)
 
 
 class XLNetLMHeadModel(XLNetPreTrainedModel):
