@@ -103,3 +103,18 @@ def test_predict_on_a_pretrained_gpt_generates(gpt_dir, capsys):
     assert main(["predict", "--model", str(gpt_dir), "--max-new-tokens", "4", "A cat"]) == 0
     record = json.loads(capsys.readouterr().out.splitlines()[0])
     assert record["generated_text"].startswith("A cat")
+
+
+def test_the_python_api_takes_inputs_then_model(gpt_dir, loaded):
+    """One order for every function (`embed(texts, model=...)`): generate(texts, model=DIR) as the
+    issue wrote it, the model by position, and an older generate(model, texts) call all agree."""
+    import bertkit
+
+    options = dict(max_new_tokens=5, return_full_text=False)
+    expected = generate(TEXTS[:2], loaded, **options)
+    assert bertkit.generate(TEXTS[:2], model=str(gpt_dir), **options) == expected
+    assert bertkit.generate(TEXTS[:2], str(gpt_dir), **options) == expected
+    assert bertkit.generate(str(gpt_dir), TEXTS[:2], **options) == expected  # the older order
+    assert generate(loaded, TEXTS[:2], **options) == expected
+    with pytest.raises(bertkit.BertkitError, match=r"no model given; call generate\(inputs, model=DIR\)"):
+        bertkit.generate(TEXTS[:2])

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_generator(args.model, args.device, args.precision)
     texts = [item.text for item in inputs]
     with one_line_warnings():  # a prompt cut to the context
-        results = generate(loaded, texts, batch_size=args.batch_size, max_source_length=args.max_source_length,
+        results = generate(texts, loaded, batch_size=args.batch_size, max_source_length=args.max_source_length,
                            seed=args.seed, **generation_options(args))
     if args.format == "jsonl":
         sys.stdout.write("".join(json.dumps({"text": text, "generated_text": result}, ensure_ascii=False) + "\n"

@@ -92,7 +92,7 @@ def run_gpt_demo(options: GptDemoOptions) -> Path:
     evals = [r for r in result.records if "eval_lm_loss" in r]
     print(f"\n[4/4] three continuations of prompts in the novels' style (sampled: temperature "
           f"{SAMPLING['temperature']}, top-p {SAMPLING['top_p']}, seed {options.seed})")
-    texts = generate(str(result.final_dir), list(PROMPTS), seed=options.seed, **SAMPLING)
+    texts = generate(list(PROMPTS), str(result.final_dir), seed=options.seed, **SAMPLING)
     for text in texts:
         print(f"  {' '.join(text.split())}\n")
     if evals:

@@ -5,7 +5,7 @@
     bertkit.generate("runs/gpt/final", "It is a truth universally acknowledged", max_new_tokens=40,
                      do_sample=True, top_p=0.9, repetition_penalty=1.2, seed=0)
     loaded = load_generator("runs/t5/final")       # load once (a server), then many calls
-    generate(loaded, texts, do_sample=True, top_p=0.9, seed=0)
+    generate(texts, loaded, do_sample=True, top_p=0.9, seed=0)
 
 `bertkit generate`, `bertkit predict` on a model without a task file, and the server
 come here. Options are `model.generate`'s (bertkit.model.generation: transformers'
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bertkit.errors import BertkitError
-from bertkit.inference.loading import LoadedModel, default_device, place
+from bertkit.inference.loading import LoadedModel, default_device, inputs_and_model, place
 from bertkit.inference.precision import DEFAULT_PRECISION
 from bertkit.inference.outputs import InferenceOutputs
 
@@ -116,7 +116,8 @@ def encode_prompts(loaded: LoadedModel, texts: list[str], max_source_length: int
     return encoded
 
 
-def generate(model: str | os.PathLike | LoadedModel, texts: str | list[str], *, device: str | None = None,
+def generate(texts: str | list[str], model: str | os.PathLike | LoadedModel | None = None, *,
+             device: str | None = None,
              batch_size: int = 32, max_source_length: int | None = None, seed: int | None = None,
              return_full_text: bool | None = None, **options: Any) -> list[str]:
     """Generated text for each text (`num_return_sequences` consecutive strings per text).
@@ -125,6 +126,7 @@ def generate(model: str | os.PathLike | LoadedModel, texts: str | list[str], *, 
     pipeline): the prompt, then its continuation; False: the continuation alone."""
     from bertkit.model.generation import is_encoder_decoder
 
+    texts, model = inputs_and_model(texts, model, "generate")
     loaded = model if isinstance(model, LoadedModel) else load_generator(model, device)
     decoder_only = not is_encoder_decoder(loaded.model)
     if return_full_text and not decoder_only:

@@ -107,6 +107,21 @@ class LoadedModel:
 UNLIMITED_POSITIONS_LENGTH = 512  # the default truncation length of a model with relative positions
 
 
+def inputs_and_model(inputs: Any, model: Any, function: str, model_types: tuple[type, ...] = ()) -> tuple[Any, Any]:
+    """The Python API's one order, `function(inputs, model, ...)` (as `embed` and `fill_mask`; the
+    model may be given by keyword): an older `function(model, inputs)` call is recognised by its
+    first argument being a model (a loaded one, a path object or an existing folder) and put right."""
+    def is_model(value: Any) -> bool:
+        return isinstance(value, (LoadedModel, os.PathLike, *model_types)) or (
+            isinstance(value, str) and "\n" not in value and Path(value).is_dir())
+
+    if model is None:
+        raise BertkitError(f"{function}: no model given; call {function}(inputs, model=DIR)")
+    if is_model(inputs) and not is_model(model):
+        return model, inputs
+    return inputs, model
+
+
 def backbone_of(model):
     """A model with heads -> its encoder (every family's head model exposes it as `bert`)."""
     if hasattr(model, "bert") and not hasattr(model, "embeddings"):

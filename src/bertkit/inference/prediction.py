@@ -116,10 +116,15 @@ def load_for_prediction(directory: str | os.PathLike, device: str | None = None,
     return load_generator(directory, device, precision)
 
 
-def predict(model: str | os.PathLike | Predictor, inputs: Any, **options: Any) -> list[dict[str, Any]]:
-    """Predictions of a fine-tuned model for `inputs` (module docstring for the shapes).
+def predict(inputs: Any, model: str | os.PathLike | Predictor | None = None, **options: Any) -> list[dict[str, Any]]:
+    """Predictions of a fine-tuned model for `inputs` (module docstring for the shapes); the
+    order of every function of the Python API (`embed(texts, model)`), an older
+    `predict(model, inputs)` call still understood.
 
     model: a checkpoint directory or a `Predictor`; options: `device`, `batch_size`,
     `max_seq_length`, `precision` ("fp32", "int8", "bf16"; used when loading a directory)."""
+    from bertkit.inference.loading import inputs_and_model
+
+    inputs, model = inputs_and_model(inputs, model, "predict", (Predictor,))
     predictor = model if isinstance(model, Predictor) else Predictor.from_pretrained(model, **options)
     return predictor(inputs)
