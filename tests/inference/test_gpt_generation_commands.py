@@ -118,3 +118,18 @@ def test_the_python_api_takes_inputs_then_model(gpt_dir, loaded):
     assert generate(loaded, TEXTS[:2], **options) == expected
     with pytest.raises(bertkit.BertkitError, match=r"no model given; call generate\(inputs, model=DIR\)"):
         bertkit.generate(TEXTS[:2])
+
+
+def test_skip_bad_lines_skips_a_jsonl_line_without_the_field(gpt_dir, tmp_path, capsys):
+    """A JSONL line without --text-field is a bad line: named without --skip-bad-lines, skipped and
+    counted in one warning with it."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "A cat"}\n{"prompt": "Rain fell"}\n{"text": "no prompt here"}\n', encoding="utf-8")
+    common = ["generate", "--model", str(gpt_dir), "--file", str(prompts), "--text-field", "prompt",
+              "--max-new-tokens", "3"]
+    assert main(common) == 1
+    assert f"{prompts}:3: no field 'prompt'" in capsys.readouterr().err
+    assert main([*common, "--skip-bad-lines"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 2
+    assert "skipped 1 undecodable or malformed line" in captured.err and "line 3" in captured.err

@@ -84,6 +84,7 @@ def test_roberta_refuses_paired_data_before_training(data_root, tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "built as 'nsp' instances, but objective 'roberta' needs 'packed'" in err
+    assert "its bertkit data build command with --format packed" in err  # the format named, no ellipsis
     assert not (tmp_path / "run").exists()
 
 

@@ -41,14 +41,22 @@ def numbered_lines(file: str | None, skip_bad: bool = False) -> list[SourcedText
 
 
 def jsonl_texts(path: str, text_field: str, skip_bad: bool = False) -> list[SourcedText]:
-    """The `text_field` of every object of a JSONL file (a missing or non-text field names the line)."""
+    """The `text_field` of every object of a JSONL file (a missing or non-text field names the line;
+    with `skip_bad` such a line is a bad line too: skipped and counted in one warning)."""
     from bertkit.tasks.records import as_text, iter_jsonl, missing_field
+    from bertkit.textio import SkippedLines, warn_skipped
 
-    texts = []
+    texts, skipped = [], SkippedLines()
     for line_no, record in iter_jsonl(path, skip_bad, skip_advice=True):
-        if text_field not in record:
-            raise missing_field(path, line_no, [text_field], record)
-        texts.append(SourcedText(f"{path}:{line_no}", as_text(record[text_field], path, line_no, text_field)))
+        try:
+            if text_field not in record:
+                raise missing_field(path, line_no, [text_field], record)
+            texts.append(SourcedText(f"{path}:{line_no}", as_text(record[text_field], path, line_no, text_field)))
+        except BertkitError:
+            if not skip_bad:
+                raise
+            skipped.add(line_no)
+    warn_skipped(path, skipped)
     return texts
 
 

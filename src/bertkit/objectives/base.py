@@ -134,7 +134,8 @@ class PretrainingObjective(TrainingProgram):
         if fmt not in cls.data_formats:
             raise BertkitError(
                 f"{data.directory}: built as {fmt!r} instances, but objective {cls.name!r} needs "
-                f"{' or '.join(repr(f) for f in cls.data_formats)} (rebuild with bertkit data build --format ...)"
+                f"{' or '.join(repr(f) for f in cls.data_formats)} (rebuild it: its bertkit data build command "
+                f"with --format {cls.data_formats[0]})"
             )
         if cls.needs_dynamic_masking is not None and data.info.masking != "dynamic":
             raise BertkitError(f"{data.directory}: masked at build time (static), but objective {cls.name!r} "
