@@ -153,3 +153,15 @@ def test_continued_pretraining_from_a_checkpoint(data_dir, tmp_path):
                  *QUIET, "--set", "max_steps=2", "--set", "batch_size=8"]) == 0
     config = json.loads((adapted / "final" / "config.json").read_text())
     assert config["hidden_size"] == 32 and config["architectures"] == ["BertForPreTraining"]
+
+
+def test_the_flags_users_type_set_their_fields(data_dir, tmp_path):
+    """--max-steps, --lr, --batch-size and --seed are the fields max_steps, lr, batch_size and seed;
+    --set still wins over a flag (pretrain_args sets batch_size=8 and lr=1e-3)."""
+    out = tmp_path / "flags"
+    assert main(["pretrain", "--preset", "tiny", "--data", str(data_dir), "--output-dir", str(out), *TINY, *QUIET,
+                 "--max-steps", "2", "--lr", "3e-4", "--batch-size", "4", "--seed", "7", "--set", "warmup_steps=1"]) == 0
+    saved = json.loads((out / "run_config.json").read_text())
+    assert (saved["max_steps"], saved["lr"], saved["batch_size"], saved["seed"]) == (2, 3e-4, 4, 7)
+    assert main(pretrain_args(data_dir, tmp_path / "set_wins", "--max-steps", "1", "--lr", "3e-4")) == 0
+    assert json.loads((tmp_path / "set_wins" / "run_config.json").read_text())["lr"] == 1e-3

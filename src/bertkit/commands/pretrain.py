@@ -15,6 +15,14 @@ import argparse
 from bertkit.commands import CommandParser, add_runtime_options, note, warn, warn_about_schedule
 
 
+RUN_FIELD_FLAGS = (
+    ("--max-steps", int, "optimizer steps (field max_steps)"),
+    ("--lr", float, "peak learning rate (field lr; default: the family's recipe)"),
+    ("--batch-size", int, "sequences per optimizer step (field batch_size)"),
+    ("--seed", int, "random seed of the run (field seed)"),
+)
+
+
 def add_parser(subparsers) -> None:
     from bertkit.objectives import OBJECTIVES
 
@@ -35,6 +43,9 @@ def add_parser(subparsers) -> None:
                    "the time and the run ends, saved and evaluated, when it is spent")
     p.add_argument("--init-from", metavar="DIR", help="start from this checkpoint (continued pre-training; "
                    "its family's objective and recipe)")
+    # the run fields users type as flags (each the same as --set FIELD=VALUE, which still wins)
+    for flag, kind, field_help in RUN_FIELD_FLAGS:
+        p.add_argument(flag, type=kind, metavar=flag.lstrip("-").split("-")[-1].upper(), help=field_help)
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest readable checkpoint; other flags must "
@@ -97,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.training.config import parse_set_arguments, read_yaml_config
 
     values = read_yaml_config(args.config) if args.config else {}
-    for name in ("data", "output_dir", "objective", "preset", "init_from", *getattr(args, "setting_flags", ())):
+    run_fields = tuple(flag.lstrip("-").replace("-", "_") for flag, _, _ in RUN_FIELD_FLAGS)
+    for name in ("data", "output_dir", "objective", "preset", "init_from", *run_fields,
+                 *getattr(args, "setting_flags", ())):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     if args.no_progress:
