@@ -582,7 +582,9 @@ def _describe_run(config: FinetuneConfig, prepared: PreparedTask, run: RunOutcom
     task = prepared.family.hook("describe")(spec)
     head_dropout = getattr(prepared.program_cls.model_class(mc), "head_dropout", None)  # the head class says
     dropout = head_dropout(mc) if head_dropout is not None else getattr(
-        mc, "hidden_dropout_prob", getattr(mc, "dropout_rate", float("nan")))  # T5: dropout_rate
+        mc, "hidden_dropout_prob", getattr(mc, "dropout_rate", float("nan")))  # a t5-shaped config: dropout_rate
+    if config.classifier_dropout is not None:  # a fine-tuning recipe's, set on the head by prepare_model
+        dropout = config.classifier_dropout
     total = config.total_steps(run.steps_per_epoch)
     warmup = resolve_warmup_steps(config.warmup_steps, config.warmup_ratio, total)
     features = {}

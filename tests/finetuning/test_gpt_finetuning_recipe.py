@@ -69,6 +69,7 @@ def test_rte_by_gpt1_recipe_saves_what_transformers_loads(pretrained, tmp_path, 
         "lr": 6.25e-5, "warmup_ratio": 0.002, "lm_coef": 0.5, "classifier_dropout": 0.1, "batch_size": 4}
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any("lm_loss" in r and "task_loss" in r for r in records)
+    assert "| weight decay, dropout | 0.01, 0.1 |" in (out / "report.md").read_text()  # the recipe's, not nan
     best = out / "best"
     config = json.loads((best / "config.json").read_text())
     assert config["architectures"] == [CLASSIFIERS[family]] and config["vocab_size"] == 503

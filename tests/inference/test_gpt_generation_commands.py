@@ -133,3 +133,14 @@ def test_skip_bad_lines_skips_a_jsonl_line_without_the_field(gpt_dir, tmp_path, 
     captured = capsys.readouterr()
     assert len(captured.out.strip().splitlines()) == 2
     assert "skipped 1 undecodable or malformed line" in captured.err and "line 3" in captured.err
+
+
+def test_a_run_folder_given_as_the_model_names_its_final_folder(gpt_dir, tmp_path, capsys):
+    """`generate --model runs/gpt` (the run folder, not its final/): the error names runs/gpt/final."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(gpt_dir, run / "final")
+    assert main(["generate", "--model", str(run), "A cat", "--max-new-tokens", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{run} is a run folder, its model is {run / 'final'}" in err

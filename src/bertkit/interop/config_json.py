@@ -24,13 +24,22 @@ def write_config_json(directory: str | os.PathLike, values: dict[str, Any]) -> N
     write_text_atomic(directory / "config.json", config_json_text(values))
 
 
+def run_folder_hint(config_path: Path) -> str:
+    """For a missing config.json in a run folder (the output of pretrain / finetune): where its models are."""
+    folder = config_path.parent
+    found = [str(folder / sub) for sub in ("final", "best") if (folder / sub / "config.json").is_file()]
+    if config_path.name != "config.json" or not found:
+        return ""
+    return f"; {folder} is a run folder, its model is {' or '.join(found)}"
+
+
 def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
     """A JSON file holding one object (config.json); errors are one line naming the file."""
     path = Path(path)
     try:
         values = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise BertkitError(f"{path}: no such file") from None
+        raise BertkitError(f"{path}: no such file{run_folder_hint(path)}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BertkitError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(values, dict):

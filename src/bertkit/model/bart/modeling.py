@@ -86,6 +86,11 @@ class BartPreTrainedModel(PreTrainedModel):
     _tied_copies = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
     _fairseq_leftovers = ("encoder.version", "decoder.version")  # in checkpoints converted from fairseq
 
+    @classmethod
+    def head_dropout(cls, config: BartConfig) -> float:
+        """Dropout before the classification head's layers (transformers': classifier_dropout)."""
+        return config.classifier_dropout
+
     def _init_module(self, module: nn.Module) -> None:
         """transformers' init: normal(0, init_std) weights, zero biases, a zero padding row."""
         normal_init(module, self.config.init_std)

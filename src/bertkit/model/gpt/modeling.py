@@ -113,6 +113,12 @@ class GPTPreTrainedModel(PreTrainedModel):
     # the tied head (never stored here) and the causal-mask buffers older transformers saved
     derived_keys = ("lm_head.weight", ".attn.bias", ".attn.masked_bias", "position_ids")
 
+    @classmethod
+    def head_dropout(cls, config) -> float:
+        """Dropout before the task layer: none in transformers' heads (`score` reads the state as
+        is); a fine-tuning recipe's classifier_dropout is the run's, reported by the run."""
+        return 0.0
+
     def _init_module(self, module: nn.Module) -> None:
         """transformers' GPT init: N(0, initializer_range) for linear and embedding weights,
         zero biases, LayerNorm 1 / 0; GPT-2 draws each block's two output projections
