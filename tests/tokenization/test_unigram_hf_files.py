@@ -62,7 +62,7 @@ def compare(ours: Tokenizer, theirs, label: str) -> None:
         for pairs in (None, PAIRS):
             if pairs is None and kwargs.get("truncation") == "only_second":
                 continue
-            a = ours(TEXTS, pairs, return_offsets_mapping=True, **kwargs)
+            a = ours(TEXTS, pairs, return_offsets_mapping=True, return_token_type_ids=True, **kwargs)
             b = theirs(TEXTS, pairs, return_offsets_mapping=True, return_token_type_ids=True, **kwargs)
             for name in ("input_ids", "token_type_ids", "attention_mask", "offset_mapping"):
                 got = [[tuple(x) if isinstance(x, (list, tuple)) else x for x in row] for row in a[name]]

@@ -146,7 +146,8 @@ def _add_encode(commands) -> None:
         help="tokens, ids, offsets of texts (one JSON line each)",
         description="Encode texts with any tokenizer directory (WordPiece, BPE, byte-level BPE, Unigram; "
         "bertkit's or Hugging Face's) and print one JSON object per text: tokens, ids, character "
-        "offsets [start, end) into the text, token_type_ids, special-token layout included.",
+        "offsets [start, end) into the text, token_type_ids where the tokenizer gives them (BERT-style), "
+        "special-token layout included.",
     )
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to encode (else --file, else lines on stdin)")
     p.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer directory")

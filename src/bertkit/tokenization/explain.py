@@ -16,7 +16,8 @@ def encode_records(
     add_special_tokens: bool = True,
     max_length: int | None = None,
 ) -> list[dict[str, Any]]:
-    """One record per text: text (and pair), tokens, ids, offsets, token_type_ids.
+    """One record per text: text (and pair), tokens, ids, offsets, and token_type_ids where the
+    tokenizer gives them (its model_input_names: BERT-style, not GPT/RoBERTa/BART/T5).
 
     offsets: per token [start, end) into its own text (the pair's tokens into the pair),
     [0, 0] for special tokens, as Hugging Face fast tokenizers give them. Texts with and
@@ -43,7 +44,8 @@ def encode_records(
                 tokens=encoded.tokens(row),
                 ids=encoded["input_ids"][row],
                 offsets=[list(span) for span in encoded["offset_mapping"][row]],
-                token_type_ids=encoded["token_type_ids"][row],
             )
+            if "token_type_ids" in encoded:
+                record["token_type_ids"] = encoded["token_type_ids"][row]
             records[i] = record
     return records  # type: ignore[return-value]

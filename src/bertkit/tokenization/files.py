@@ -59,6 +59,7 @@ class TokenizerConfig:
     `nfkc` (Unicode NFKC before everything else, e.g. full-width forms).
     `padding_side`: "right", or "left" (XLNet: the text ends at the last position, where
     its classification token sits).
+    `model_input_names`: the inputs a call returns (HF's key; token_type_ids only if listed).
     """
 
     do_lower_case: bool = True
@@ -77,6 +78,7 @@ class TokenizerConfig:
     eos_token: str | None = None
     additional_special_tokens: tuple[str, ...] = ()
     padding_side: str = "right"
+    model_input_names: tuple[str, ...] | None = None  # None: what the pipeline implies (hf_conventions.py)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str) -> TokenizerConfig:
@@ -128,6 +130,12 @@ def _checked(name: str, value: Any, source: str) -> Any:
         if value not in PADDING_SIDES:
             raise bad('"right" or "left"')
         return value
+    if name == "model_input_names":
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value) or "input_ids" not in value:
+            raise bad('a list of input names including "input_ids"')
+        return tuple(value)
     if name == "additional_special_tokens":
         if not isinstance(value, (list, tuple)):
             raise bad("a list of token strings")

@@ -66,6 +66,7 @@ from bertkit.tokenization.files import (
     read_vocab_txt,
     vocab_txt,
 )
+from bertkit.tokenization.hf_conventions import clean_up_tokenization_spaces, model_input_names
 from bertkit.tokenization.normalizers import bert_normalizer
 from bertkit.tokenization.wordpiece import (
     MAX_INPUT_CHARS_PER_WORD,
@@ -110,6 +111,8 @@ class Tokenizer:
             from bertkit.tokenization.morphemes import morpheme_splitter  # kiwipiepy is an optional extra
 
             self._split_morphemes = morpheme_splitter()
+        # the inputs a call returns: the config's, else what the pipeline implies (saved either way)
+        self.config = replace(self.config, model_input_names=model_input_names(backend, self.config.model_input_names))
         # Single texts get type id 0 on every token with the usual post-processors; knowing it
         # lets __call__ skip reading token_type_ids back from Rust.
         try:
@@ -282,11 +285,8 @@ class Tokenizer:
         config.update(self._special)
         config["additional_special_tokens"] = self.additional_special_tokens
         config["model_max_length"] = self.model_max_length
-        config["clean_up_tokenization_spaces"] = True
-        # a decoder's tokenizer (no [CLS]/[SEP]: GPT-2's) gives no token types: transformers' GPT
-        # models would look zeros up in the token table
-        framed = self.cls_token is not None or self.sep_token is not None
-        config["model_input_names"] = ["input_ids", *(["token_type_ids"] if framed else []), "attention_mask"]
+        config["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces(self._backend)
+        config["model_input_names"] = list(self.model_input_names)
         write_text_atomic(directory / CONFIG_FILE, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
         written.append(directory / CONFIG_FILE)
         return written
@@ -411,6 +411,11 @@ class Tokenizer:
         return self._special_id("eos_token")
 
     @property
+    def model_input_names(self) -> tuple[str, ...]:
+        """The inputs a call returns (transformers' key): token_type_ids only for BERT-style pipelines."""
+        return self.config.model_input_names
+
+    @property
     def padding_side(self) -> str:
         """"right", or "left" (XLNet): where padding goes, from tokenizer_config.json."""
         return self.config.padding_side
@@ -472,6 +477,7 @@ class Tokenizer:
         pad_to_multiple_of: int | None = None,
         return_special_tokens_mask: bool = False,
         padding_side: str | None = None,
+        return_token_type_ids: bool | None = None,
     ) -> BatchEncoding:
         """Encode one text (flat lists out) or a batch (lists of lists / (B, T) int64 tensors).
 
@@ -486,7 +492,9 @@ class Tokenizer:
             (windows overlapping by `stride` tokens, e.g. SQuAD doc-stride with
             "only_second"); `overflow_to_sample_mapping` gives each row's input index.
         return_offsets_mapping: per token (start, end) character span in its own text.
-        Returns a BatchEncoding with input_ids, token_type_ids, attention_mask
+        return_token_type_ids: None (default): when `model_input_names` lists them (BERT-style
+            tokenizers, not GPT/RoBERTa/BART ones), as in transformers.
+        Returns a BatchEncoding with input_ids, (token_type_ids,) attention_mask
         (+ offset_mapping, overflow_to_sample_mapping, special_tokens_mask on request).
         """
         batched, batch = self._as_batch(texts, "texts", is_split_into_words)
@@ -544,15 +552,18 @@ class Tokenizer:
             offsets = [e.offsets for e in encodings]
             if self._split_morphemes is not None and not is_split_into_words:
                 offsets = self._offsets_to_original(offsets, encodings, sample_mapping, originals, (batch, pairs))
+        wants_types = self._wants_token_types(return_token_type_ids)
         result = assemble(
             encodings,
             return_tensors=return_tensors,
             padding=padding_spec,
-            zero_type_ids=pairs is None and self._single_type_ids_zero,
+            zero_type_ids=not wants_types or (pairs is None and self._single_type_ids_zero),
             offsets=offsets,
             sample_mapping=sample_mapping,
             special_tokens_mask=return_special_tokens_mask,
         )
+        if not wants_types:
+            del result["token_type_ids"]
         if not batched and return_tensors is None and not return_overflowing_tokens:
             return unbatch(result)
         return result
@@ -576,7 +587,13 @@ class Tokenizer:
         pad_mode = _padding_mode(padding)
         _check_output_options(return_tensors, max_length, pad_to_multiple_of)
         spec = self._padding_spec(pad_mode, max_length or self.model_max_length, pad_to_multiple_of, padding_side)
-        return pad_encoded(features, spec, return_tensors)
+        result = pad_encoded(features, spec, return_tensors)
+        if "token_type_ids" not in features and not self._wants_token_types(None):
+            del result["token_type_ids"]
+        return result
+
+    def _wants_token_types(self, requested: bool | None) -> bool:
+        return "token_type_ids" in self.model_input_names if requested is None else requested
 
     def _padding_spec(
         self, pad_mode: str | None, limit: int, pad_to_multiple_of: int | None, side: str | None

@@ -59,8 +59,6 @@ class DecoderLayout:
             **self.roles,
             "additional_special_tokens": self.additional_special_tokens,
             "padding_side": "right",
-            "model_input_names": ["input_ids", "attention_mask"],
-            "clean_up_tokenization_spaces": False,
         }
 
 

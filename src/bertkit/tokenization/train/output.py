@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 
 from bertkit.atomic import write_text_atomic
 from bertkit.errors import BertkitError
+from bertkit.tokenization.hf_conventions import clean_up_tokenization_spaces, model_input_names
 from bertkit.tokenization.train.options import SPECIAL_ROLES, TrainOptions
 from bertkit.tokenization.train.unigram import resolve_layout, unigram_config
 
@@ -54,7 +55,8 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
             options.special_tokens.extra,
             options.text.morphemes,
         )
-        config.update(model_max_length=options.model_max_length, bertkit_training=training_record(options, files))
+        config.update(model_max_length=options.model_max_length, **pipeline_keys(tokenizer),
+                      bertkit_training=training_record(options, files))
         write("tokenizer_config.json", json.dumps(config, indent=2, ensure_ascii=False) + "\n")
         special_map = {k: v for k, v in config.items() if k.endswith("_token") or k == "additional_special_tokens"}
         write("special_tokens_map.json", json.dumps(special_map, indent=2, ensure_ascii=False) + "\n")
@@ -68,10 +70,8 @@ def save_tokenizer(tokenizer: Tokenizer, directory: Path, options: TrainOptions,
         write("vocab.json", json.dumps(model["vocab"], ensure_ascii=False) + "\n")
         merges = ["#version: 0.2"] + [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
         write("merges.txt", "\n".join(merges) + "\n")
-    write(
-        "tokenizer_config.json",
-        json.dumps(tokenizer_config(options, by_id, files), indent=2, ensure_ascii=False) + "\n",
-    )
+    config = {**tokenizer_config(options, by_id, files), **pipeline_keys(tokenizer)}
+    write("tokenizer_config.json", json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     specials = options.special_tokens
     special_map = {f"{role}_token": specials.role(role) for role in SPECIAL_ROLES}
     if options.has_bos_eos:
@@ -91,6 +91,7 @@ def _save_decoder_files(tokenizer: Tokenizer, directory: Path, options: TrainOpt
         do_lower_case=options.text.lowercase,
         add_prefix_space=True,
         model_max_length=options.model_max_length,
+        **pipeline_keys(tokenizer),
         bertkit_training=training_record(options, files),
     )
     special_map = {k: v for k, v in config.items() if k.endswith("_token") or k == "additional_special_tokens"}
@@ -122,8 +123,6 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
         "pad_token": specials.pad,
         "mask_token": specials.mask,
         "model_max_length": options.model_max_length,
-        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
-        "clean_up_tokenization_spaces": options.algorithm != "bbpe",
     }
     if options.has_bos_eos:
         config.update(bos_token=specials.cls, eos_token=specials.sep)
@@ -134,6 +133,14 @@ def tokenizer_config(options: TrainOptions, vocab: Sequence[str], files: Sequenc
         config["additional_special_tokens"] = extra
     config["bertkit_training"] = training_record(options, files)
     return config
+
+
+def pipeline_keys(tokenizer: Tokenizer) -> dict:
+    """The config keys the trained pipeline decides, by the rules `Tokenizer` loads and saves with."""
+    return {
+        "model_input_names": list(model_input_names(tokenizer)),
+        "clean_up_tokenization_spaces": clean_up_tokenization_spaces(tokenizer),
+    }
 
 
 def training_record(options: TrainOptions, files: Sequence[str]) -> dict:

@@ -179,10 +179,6 @@ def unigram_config(
         **layout.roles,
         "additional_special_tokens": additional + sentinel_tokens(sentinels),
         "padding_side": layout.padding_side,
-        "model_input_names": ["input_ids", "attention_mask"]
-        if layout.name == "t5"
-        else ["input_ids", "token_type_ids", "attention_mask"],
-        "clean_up_tokenization_spaces": False,
     }
     if sentinels:
         config["extra_ids"] = sentinels
