@@ -7,6 +7,10 @@ Texts are tokenized once, sorted by length and padded per batch, so short texts 
 not pay for long ones; results come back in input order. A sentence-transformers folder
 (modules.json) gets its own pooling, normalization and truncation by default, so the
 vectors are what `SentenceTransformer.encode` returns (bertkit.inference.sentence_modules).
+A decoder (GPT) is embedded like an encoder: the mean over the real tokens by default (each
+state has seen the text up to it; "cls" is not meaningful there). A tokenizer without a pad
+token (GPT-2's) pads with EOS, as transformers does; the mask keeps the padding out, so a
+text's vector is the one it gets alone.
 """
 
 from __future__ import annotations
@@ -88,7 +92,7 @@ def embed(
         if pooling == "pooler":
             raise BertkitError("pooling='pooler': this model has no pooler layer")
         return embed_words(texts, loaded, pooling or "mean", layers, layer_weights, batch_size, normalize, progress)
-    model, tokenizer, modules = loaded.backbone, loaded.tokenizer, loaded.sentence_modules
+    model, tokenizer, modules = loaded.backbone, _padding(loaded), loaded.sentence_modules
     pooling = pooling or (modules.pooling if modules else "mean")
     if normalize is None:
         normalize = bool(modules and modules.normalize and pooling != "none")
@@ -101,7 +105,7 @@ def embed(
         texts = [text.lower() for text in texts]  # sentence-transformers lowercases before its tokenizer
     max_length = max_length or (modules and modules.max_seq_length) or max_tokens(model)
     encoded = tokenizer(texts, truncation=True, max_length=max_length)
-    ids_list, types_list = encoded["input_ids"], encoded["token_type_ids"]
+    ids_list, types_list = encoded["input_ids"], encoded.get("token_type_ids")  # none for GPT, RoBERTa, ...
     order = np.argsort([len(ids) for ids in ids_list], kind="stable")[::-1]  # longest first: memory peak up front
     results: list = [None] * len(texts)
     need_all_layers = layers != "last"
@@ -112,10 +116,10 @@ def embed(
         with torch.inference_mode():
             for start in tqdm(range(0, len(order), batch_size), desc="embed", unit="batch", disable=not show or None):
                 rows = order[start : start + batch_size]
-                batch = tokenizer.pad(
-                    {"input_ids": [ids_list[i] for i in rows], "token_type_ids": [types_list[i] for i in rows]},
-                    return_tensors="pt",
-                )
+                rows_in = {"input_ids": [ids_list[i] for i in rows]}
+                if types_list is not None:
+                    rows_in["token_type_ids"] = [types_list[i] for i in rows]
+                batch = tokenizer.pad(rows_in, return_tensors="pt")
                 attention_mask = batch["attention_mask"]
                 out = model(**model_inputs(model, batch), output_hidden_states=need_all_layers)
                 if pooling == "pooler":
@@ -171,6 +175,12 @@ def embed_words(texts: Sequence[str], loaded: LoadedModel, pooling: str, layers:
     finally:
         model.train(was_training)
     return results if pooling == "none" else np.stack(results)
+
+
+def _padding(loaded: LoadedModel):
+    """The tokenizer, padding with EOS if it has no pad token (a decoder: GPT-2); padding is on the
+    right for GPT, and the attention mask keeps it out of every real token's state and the pooling."""
+    return loaded.tokenizer.with_eos_padding(getattr(loaded.backbone.config, "eos_token_id", None))
 
 
 def _finish(vectors: torch.Tensor, normalize: bool) -> np.ndarray:

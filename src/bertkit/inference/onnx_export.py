@@ -36,7 +36,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -146,9 +146,13 @@ def export_onnx(model: str | os.PathLike, output: str | os.PathLike, precision: 
     if output.suffix != ".onnx":
         raise BertkitError(f"--output {output}: expected a .onnx file name")
     loaded = load_finetuned(model, device="cpu") if is_finetuned(model) else load_encoder(model, device="cpu")
+    # a decoder without a pad token (GPT-2) pads with EOS; the sidecar names what was used
+    loaded = replace(loaded, tokenizer=loaded.tokenizer.with_eos_padding(getattr(loaded.config, "eos_token_id", None)))
     family = loaded.program_cls.task_family() if loaded.spec is not None else None
     axes = family.hook("input_axes")() if family is not None else ("batch_size", "sequence_length")
-    input_names = [name for name in INPUT_ORDER if name in family_of_model(loaded.model).input_names]
+    # what the model reads of what the tokenizer gives (RoBERTa's reads token types, its tokenizer gives none)
+    takes, gives = family_of_model(loaded.model).input_names, loaded.tokenizer.model_input_names
+    input_names = [name for name in INPUT_ORDER if name in takes and name in gives]
     sample = _batch(loaded, TRACE_TEXTS, axes, input_names)
     # eval: the exporter puts the wrapper back in its mode afterwards, and with it the model
     wrapper = (_ExportedHead(loaded, sample) if family is not None else _ExportedEncoder(loaded)).eval()

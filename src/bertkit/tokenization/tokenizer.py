@@ -410,6 +410,19 @@ class Tokenizer:
     def eos_token_id(self) -> int | None:
         return self._special_id("eos_token")
 
+    def with_eos_padding(self, eos_token_id: int | None = None) -> Tokenizer:
+        """This tokenizer, padding with EOS where it has no pad token (GPT-2's), as transformers
+        does for decoders (`tok.pad_token = tok.eos_token`); self when it has a pad token or no EOS.
+        `eos_token_id` (the model config's) names EOS when the tokenizer config does not.
+        For inference only: the attention mask hides the padding, so no real token's state
+        changes, whereas training data that ends in EOS would lose its end to a padding mask."""
+        eos = self.eos_token
+        if eos is None and eos_token_id is not None:
+            eos = self._backend.id_to_token(eos_token_id)
+        if self.pad_token is not None or eos is None:
+            return self
+        return Tokenizer(RustTokenizer.from_str(self._backend.to_str()), replace(self.config, pad_token=eos))
+
     @property
     def model_input_names(self) -> tuple[str, ...]:
         """The inputs a call returns (transformers' key): token_type_ids only for BERT-style pipelines."""
