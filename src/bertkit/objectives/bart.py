@@ -71,9 +71,9 @@ class BartSettings(ObjectiveSettings):
 
 def bart_special_ids(tokenizer: Any, source: str) -> tuple[int, int, int]:
     """(BOS, EOS, <mask>) ids of `tokenizer`; one line naming `source` when one is missing."""
-    for role, what in (("mask_token", "a mask token (<mask>) that text infilling writes"),
-                       ("eos_token", "an end-of-sequence token (</s>) that BART's documents end with"),
-                       ("bos_token", "a beginning-of-sequence token (<s>) that BART's documents start with")):
+    for role, what in (("mask_token", "mask token (<mask>) that text infilling writes"),
+                       ("eos_token", "end-of-sequence token (</s>) that BART's documents end with"),
+                       ("bos_token", "beginning-of-sequence token (<s>) that BART's documents start with")):
         if getattr(tokenizer, f"{role}_id") is None:
             raise BertkitError(f"{source}: the tokenizer has no {what} (train one with bertkit tokenizer train "
                                "--algorithm bbpe --layout bart)")
