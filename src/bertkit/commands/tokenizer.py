@@ -58,7 +58,8 @@ def _add_train(commands) -> None:
         "or pmi (count(st) / (count(s) count(t)), favours rare pairs)",
     )
     p.add_argument(
-        "--min-frequency", type=int, default=2, metavar="N", help="a pair needs this count to be merged (default: 2)"
+        "--min-frequency", type=int, default=None, metavar="N",
+        help="a pair needs this count to be merged (default: 2; not for unigram, whose trainer has no such limit)"
     )
     p.add_argument("--limit-alphabet", type=int, metavar="N", help="keep only the N most frequent characters")
     text = p.add_argument_group("text normalization (saved with the tokenizer; encoding does the same)")
@@ -192,6 +193,9 @@ def run_train(args: argparse.Namespace) -> int:
         else default_specials(args.algorithm)
     if args.cased and args.lowercase:
         raise BertkitError("--cased and --lowercase contradict each other")
+    if unigram and args.min_frequency is not None:  # tokenizers' UnigramTrainer has no count threshold
+        raise BertkitError("--min-frequency does not apply to --algorithm unigram (it prunes pieces by likelihood, "
+                           "not by count); drop it")
     lowercase = True if args.lowercase else False if args.cased else None  # None: the algorithm's default
     extra = specials.extra + tuple(t.strip() for t in (args.extra_special_tokens or "").split(",") if t.strip())
     specials = replace(specials, **{k: v for k, v in overrides.items() if v}, extra=extra, unused=args.unused_tokens)
@@ -199,7 +203,7 @@ def run_train(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
         vocab_size=args.vocab_size,
         score=args.score,
-        min_frequency=args.min_frequency,
+        **({"min_frequency": args.min_frequency} if args.min_frequency is not None else {}),
         limit_alphabet=args.limit_alphabet,
         text=TextOptions(
             lowercase=lowercase,
