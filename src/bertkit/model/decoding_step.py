@@ -16,6 +16,7 @@ that depend on a row's length (min_new_tokens, forced BOS / EOS) on the rows the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -65,6 +66,12 @@ class StepResult:
     eos: torch.Tensor
     stopped: torch.Tensor | None = None
     logprobs: torch.Tensor | None = None
+
+
+@functools.lru_cache(maxsize=64)
+def _eos_tensor(eos_token_ids: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """(E,) long: the EOS ids, made once per set and device, not once per step (never written to)."""
+    return torch.tensor(eos_token_ids, dtype=torch.long, device=device)
 
 
 def _rows_where(generated: list[int], test: Callable[[int], bool]) -> list[int] | bool:
@@ -122,7 +129,9 @@ def decode_step(steps: Any, groups: list[RowGroup], running: torch.Tensor | None
     stopped. running: (N,) bool, None: all; a row not running gets its fill token (pad) and
     no stop check. logprobs: also each chosen token's log-probability under the rules."""
     scores = steps.next_logits()
-    tokens, counted = steps.token_ids, steps.self_mask.bool()
+    tokens = steps.token_ids
+    ruled = any(g.settings.repetition_penalty != 1.0 or g.settings.no_repeat_ngram_size for g in groups)
+    counted = steps.self_mask.bool() if ruled else None  # only the history rules read it
     ngram_counted = counted if steps.padded and not steps.input_padding else None  # alignment padding
     whole = len(groups) == 1 and groups[0].rows is None
     chosen = None if whole else torch.empty(scores.shape[0], dtype=torch.long, device=scores.device)
@@ -130,13 +139,13 @@ def decode_step(steps: Any, groups: list[RowGroup], running: torch.Tensor | None
     picked_logprobs = None if whole or not logprobs else torch.empty(scores.shape[0], device=scores.device)
     for group in groups:
         settings, index = group.settings, group.rows
-        eos_ids = torch.tensor(settings.eos_token_ids, dtype=torch.long, device=scores.device)
+        eos_ids = _eos_tensor(settings.eos_token_ids, scores.device)
         if index is None:
             own = process_scores(scores, tokens, counted, settings, eos_ids, 1, steps.generated, ngram_counted)
         else:
             rows = torch.tensor(index, dtype=torch.long, device=scores.device)
-            own = process_scores(scores[rows], tokens[rows], counted[rows], settings, eos_ids, 1,
-                                 [steps.generated[i] for i in index],
+            own = process_scores(scores[rows], tokens[rows], None if counted is None else counted[rows], settings,
+                                 eos_ids, 1, [steps.generated[i] for i in index],
                                  None if ngram_counted is None else ngram_counted[rows])
         if settings.do_sample:
             picks = torch.multinomial(own.softmax(dim=-1), 1, generator=group.generator).squeeze(1)
