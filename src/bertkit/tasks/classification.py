@@ -358,7 +358,8 @@ def encode(
     for start in tqdm(starts, desc="encode", unit="batch", disable=not show_progress or None):
         chunk = examples[start : start + ENCODE_BATCH]
         pairs = [ex.pair for ex in chunk] if True in has_pairs else None
-        enc = tokenizer([ex.text for ex in chunk], pairs, truncation="longest_first", max_length=max_seq_length)
+        enc = tokenizer([ex.text for ex in chunk], pairs, truncation="longest_first", max_length=max_seq_length,
+                        return_token_type_ids=True)  # the features' fixed layout; the model's inputs pick
         for ex, ids, types in zip(chunk, enc["input_ids"], enc["token_type_ids"], strict=True):
             feature: dict[str, Any] = {
                 "input_ids": np.asarray(ids, dtype=np.int32),

@@ -263,7 +263,8 @@ def encode(
     for start in tqdm(starts, desc="encode", unit="batch", disable=not show_progress or None):
         chunk = pairs[start : start + ENCODE_BATCH]
         enc = tokenizer(
-            [a for a, _ in chunk], [b for _, b in chunk], truncation="longest_first", max_length=max_seq_length
+            [a for a, _ in chunk], [b for _, b in chunk], truncation="longest_first", max_length=max_seq_length,
+            return_token_type_ids=True,  # the features' fixed layout; the model's inputs pick
         )
         ids += enc["input_ids"]
         types += enc["token_type_ids"]

@@ -357,6 +357,7 @@ def encode(
             [text for text, _ in questions], [ex.context for ex in chunk],
             truncation="only_second", max_length=max_seq_length, stride=doc_stride,
             return_overflowing_tokens=True, return_offsets_mapping=True,
+            return_token_type_ids=True,  # the features' fixed layout; the model's inputs pick
         )
         for row, sample in enumerate(enc["overflow_to_sample_mapping"]):
             ex = chunk[sample]
