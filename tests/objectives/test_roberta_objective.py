@@ -108,7 +108,8 @@ def test_roberta_checkpoint_finetunes_on_sentence_pairs(roberta_run, tmp_path, c
     theirs = transformers.RobertaForSequenceClassification.from_pretrained(best).eval()
     tok = transformers.AutoTokenizer.from_pretrained(best)
     batch = tok(["The cat sat.", "A dog"], ["A cat was sitting.", "ran fast"], padding=True, return_tensors="pt")
-    with torch.no_grad():  # bertkit ignores the pair's type ids (one token type); transformers gets none
-        mine = ours(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"]).logits
+    assert "token_type_ids" not in batch  # a RoBERTa tokenizer gives none (model_input_names), as transformers'
+    with torch.no_grad():
+        mine = ours(**batch).logits
         ref = theirs(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     torch.testing.assert_close(mine, ref, atol=1e-5, rtol=1e-5)

@@ -16,6 +16,7 @@ import sys
 
 from bertkit.commands import add_precision_argument, add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
+from bertkit.model.families import families_that
 
 
 def add_parser(subparsers) -> None:
@@ -25,7 +26,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("texts", nargs="*", metavar="TEXT",
                    help='texts containing the mask token, e.g. "Paris is a beautiful [MASK]." (RoBERTa: <mask>)')
     p.add_argument("--model", required=True,
-                   help="checkpoint directory with an MLM head (BERT, RoBERTa, ALBERT, or an ELECTRA generator)")
+                   help=f"checkpoint directory with an MLM head (model_type {families_that('fill-mask')}; ELECTRA: "
+                        "its generator)")
     p.add_argument("--file", help="read texts from this file instead, one per line (txt, .gz; JSONL: --text-field)")
     p.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     add_skip_bad_lines_argument(p)

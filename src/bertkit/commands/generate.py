@@ -1,4 +1,4 @@
-"""`bertkit generate`: text from a generating model (T5, GPT-2, GPT-1), one result per input.
+"""`bertkit generate`: text from a generating model (every family with a `generator`: T5, BART, GPT-2, GPT-1), one result per input.
 
   bertkit generate --model runs/t5/final "The <extra_id_0> walks in <extra_id_1> park."   # greedy
   bertkit generate --model DIR --num-beams 4 --max-new-tokens 32 "summarize: ..."

@@ -1,4 +1,4 @@
-"""Text from a generating model (T5, GPT-2, GPT-1): `load_generator`, `run_generation`, `generate`.
+"""Text from a generating model (every family with a `generator`: T5, BART, GPT-2, GPT-1): `load_generator`, `run_generation`, `generate`.
 
     import bertkit
     bertkit.generate("runs/t5/final", ["The <extra_id_0> walks in <extra_id_1> park."], num_beams=4)
