@@ -69,9 +69,9 @@ class StepResult:
 
 
 @functools.lru_cache(maxsize=64)
-def _eos_tensor(eos_token_ids: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """(E,) long: the EOS ids, made once per set and device, not once per step (never written to)."""
-    return torch.tensor(eos_token_ids, dtype=torch.long, device=device)
+def _ids_tensor(token_ids: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """(E,) long: token ids (EOS, a forced token), made once per set and device, not per step (read only)."""
+    return torch.tensor(token_ids, dtype=torch.long, device=device)
 
 
 def _rows_where(generated: list[int], test: Callable[[int], bool]) -> list[int] | bool:
@@ -106,10 +106,10 @@ def process_scores(scores: torch.Tensor, tokens: torch.Tensor, counted: torch.Te
         scores = _on_rows(scores, _rows_where(generated, lambda n: n < settings.min_new_tokens),
                           lambda s: rules.ban_eos(s, eos_ids))
     if settings.forced_bos_token_id is not None:
-        forced = torch.tensor([settings.forced_bos_token_id], device=scores.device)
+        forced = _ids_tensor((settings.forced_bos_token_id,), scores.device)
         scores = _on_rows(scores, _rows_where(generated, lambda n: n == 0), lambda s: rules.force_token(s, forced))
     if settings.forced_eos_token_ids:
-        forced = torch.tensor(settings.forced_eos_token_ids, device=scores.device)
+        forced = _ids_tensor(tuple(settings.forced_eos_token_ids), scores.device)
         scores = _on_rows(scores, _rows_where(generated, lambda n: n == settings.max_new_tokens - 1),
                           lambda s: rules.force_token(s, forced))
     if settings.do_sample:
@@ -139,7 +139,7 @@ def decode_step(steps: Any, groups: list[RowGroup], running: torch.Tensor | None
     picked_logprobs = None if whole or not logprobs else torch.empty(scores.shape[0], device=scores.device)
     for group in groups:
         settings, index = group.settings, group.rows
-        eos_ids = _eos_tensor(settings.eos_token_ids, scores.device)
+        eos_ids = _ids_tensor(settings.eos_token_ids, scores.device)
         if index is None:
             own = process_scores(scores, tokens, counted, settings, eos_ids, 1, steps.generated, ngram_counted)
         else:

@@ -33,9 +33,10 @@ def self_attention_keep(attention_mask: torch.Tensor | None, query_length: int, 
                         device: torch.device, causal: bool) -> torch.Tensor | None:
     """(B or 1, 1, Tq, Tp + Tq) bool keys each query may see, None when it sees every key: causal
     (a decoder; one new position sees every cached key, so nothing is masked then) and padding
-    where `attention_mask` (B, Tp + Tq), or (B, Tq) for the new positions only, has 0s."""
+    where `attention_mask` (B, Tp + Tq), or (B, Tq) for the new positions only, has 0s. The caller
+    passes a mask only when it may pad (`may_pad`, checked once per forward), else None."""
     keep = causal_keep(query_length, past_length, device)[None, None] if causal and query_length > 1 else None
-    if attention_mask is not None and may_pad(attention_mask):
+    if attention_mask is not None:
         if attention_mask.shape[-1] == query_length and past_length:  # a mask of the new positions only
             attention_mask = F.pad(attention_mask, (past_length, 0), value=1)
         padding = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)

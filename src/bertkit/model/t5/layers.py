@@ -262,7 +262,8 @@ class T5Stack(nn.Module):
         mask: (B or 1, heads, Tq, Tp + Tq) float, shared by every block."""
         key_length = past_length + query_length
         bias = self.block[0].layer[0].SelfAttention.compute_bias(query_length, key_length, past_length).to(dtype)
-        keep = self_attention_keep(attention_mask, query_length, past_length, bias.device, self.is_decoder)
+        padding = attention_mask if attention_mask is not None and may_pad(attention_mask) else None
+        keep = self_attention_keep(padding, query_length, past_length, bias.device, self.is_decoder)
         return bias if keep is None else bias + additive_mask(keep, dtype)  # no padding: the bias broadcasts
 
     def forward(
