@@ -47,6 +47,9 @@ TASK_FIELDS = {
                   "tag_column": "tag_column"},
 }
 FAMILIES = command_families()  # subcommand -> task family, from the registry (bertkit.tasks.registry)
+# FinetuneConfig's defaults (the paper's BERT recipe) that the flags' help names; a model family's
+# recipe may start elsewhere (its registry line's `finetuning_defaults`: family_defaults_help)
+PLAIN_DEFAULTS = {"lr": 3e-5, "batch_size": 32, "epochs": 3, "warmup_ratio": 0.1}
 SQUAD_MAX_SEQ_LENGTH = get_task_family(QA).max_seq_length  # BERT's SQuAD windows of 384 tokens (stride 128)
 
 
@@ -55,7 +58,7 @@ def add_parser(subparsers) -> None:
                                    "multiple choice, SQuAD or text-to-text",
                                    description="Fine-tune a checkpoint of any model family on a task (each family's "
                                    "fine-tuning recipe applies: docs/finetuning.md); writes best/ (HF layout), "
-                                   "metrics, curves and report.md.")
+                                   "metrics, curves and report.md.", epilog=family_defaults_help())
     tasks = parser.add_subparsers(dest="finetune_task", metavar="{glue,classify,ner,multiple-choice,squad,text2text}")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
@@ -136,20 +139,54 @@ def add_task_options(p, task: str, feature_based: bool = True) -> None:
         raise ValueError(f"no task options for {task!r}")
 
 
+def _grouped_family_defaults() -> list[tuple[list[str], dict]]:
+    """(model types, their fine-tuning defaults) for the families whose recipe sets any, registry order,
+    families with equal defaults together (gpt2 and openai-gpt share GPT-1's)."""
+    groups: list[tuple[list[str], dict]] = []
+    for family in MODEL_FAMILIES.values():
+        defaults = dict(family.finetuning_defaults)
+        if not defaults:
+            continue
+        same = next((names for names, values in groups if values == defaults), None)
+        if same is None:
+            groups.append(([family.model_type], defaults))
+        else:
+            same.append(family.model_type)
+    return groups
+
+
+def family_defaults_help() -> str:
+    """The help's closing lines: each family's fine-tuning defaults where its recipe sets them."""
+    lines = [f"{', '.join(names)}: " + ", ".join(f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+                                                 for name, value in defaults.items())
+             for names, defaults in _grouped_family_defaults()]
+    plain = ", ".join(f"{name}={value:g}" for name, value in PLAIN_DEFAULTS.items())
+    return ("fine-tuning defaults per model family (its recipe's; the flags, --config and --set override them): "
+            + "; ".join(lines + [f"every other family: the paper's BERT recipe, {plain}"]))
+
+
+def _default(name: str, unit: str = "") -> str:
+    """A flag's '(default X; gpt2, openai-gpt: Y)': FinetuneConfig's default and the families' that differ."""
+    differ = [f"{', '.join(names)}: {defaults[name]:g}{unit}" for names, defaults in _grouped_family_defaults()
+              if name in defaults and defaults[name] != PLAIN_DEFAULTS[name]]
+    return f"(default {PLAIN_DEFAULTS[name]:g}{unit}{''.join('; ' + text for text in differ)})"
+
+
 def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
+    p.epilog = family_defaults_help()
     p.add_argument("--train", metavar="FILE", required=data_required, help="training file")
     p.add_argument("--dev", metavar="FILE", help="dev file: evaluated every epoch, picks best/")
     p.add_argument("--model", required=True, metavar="DIR", help="checkpoint to start from (bertkit or HF; "
                    f"model_type one of {', '.join(MODEL_FAMILIES)})")
     p.add_argument("--output-dir", required=True, metavar="DIR", help="run folder")
-    p.add_argument("--epochs", type=int, help="training epochs (default 3)")
-    p.add_argument("--lr", type=float, help="peak learning rate (default 3e-5)")
-    p.add_argument("--batch-size", type=int, help="sequences per optimizer step (default 32)")
+    p.add_argument("--epochs", type=int, help=f"training epochs {_default('epochs')}")
+    p.add_argument("--lr", type=float, help=f"peak learning rate {_default('lr')}")
+    p.add_argument("--batch-size", type=int, help=f"sequences per optimizer step {_default('batch_size')}")
     p.add_argument("--max-seq-length", type=int, help="tokens per sequence, longer inputs are cut (default 128)")
     p.add_argument("--seed", type=int, help="seed of the head's initialisation, data order and dropout (default 42)")
     p.add_argument("--max-train-samples", type=int, metavar="N", help="train on the first N examples only (a quick try)")
     p.add_argument("--max-eval-samples", type=int, metavar="N", help="evaluate on the first N dev examples only")
-    p.add_argument("--warmup-ratio", type=float, help="fraction of the steps spent warming up (default 0.1)")
+    p.add_argument("--warmup-ratio", type=float, help=f"fraction of the steps spent warming up {_default('warmup_ratio')}")
     p.add_argument("--early-stopping", type=int, metavar="N", help="stop after N evaluations without improvement")
     p.add_argument("--grid", action="store_true",
                    help="the paper's search: lr in {5e-5, 3e-5, 2e-5} x epochs in {2, 3, 4}; keeps the best dev run")

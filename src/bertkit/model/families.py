@@ -123,6 +123,9 @@ class ModelFamily:
     # the family whose package this one's may import (its parts and heads reused: RoBERTa, ELECTRA
     # and ALBERT on BERT); any other import between family packages is an error (tests/test_architecture.py)
     built_on: str | None = None
+    # the FinetuneConfig values the family's fine-tuning runs start from (its recipe's `defaults`, which
+    # read them from here: written once, and `bertkit finetune --help` shows them without importing torch)
+    finetuning_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -199,6 +202,10 @@ class ModelFamily:
 _BERT_HEADS = "bertkit.model.bert.task_heads"
 _GPT = "bertkit.model.gpt"
 GPT_INPUT_NAMES = ("input_ids", "attention_mask", "position_ids")
+# GPT-1's fine-tuning hyper-parameters (Radford et al. 2018, section 4.1), as FinetuneConfig fields: the GPT
+# families' recipe (bertkit.model.gpt.finetuning) starts their runs from these
+GPT1_FINETUNING_DEFAULTS = {"lr": 6.25e-5, "batch_size": 32, "epochs": 3, "warmup_ratio": 0.002, "lm_coef": 0.5,
+                            "classifier_dropout": 0.1}
 
 
 def _double_heads(name: str) -> TaskHead:
@@ -267,12 +274,14 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "gpt2": ModelFamily("gpt2", f"{_GPT}.config:GPT2Config", f"{_GPT}.modeling:GPT2Model", "transformer", {
         "classification": f"{_GPT}.modeling:GPT2ForSequenceClassification",
         "multiple_choice": _double_heads("GPT2DoubleHeadsModel"),
-    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:GPT2LMHeadModel", distillable=False),
+    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:GPT2LMHeadModel", distillable=False,
+        finetuning_defaults=GPT1_FINETUNING_DEFAULTS),
     "openai-gpt": ModelFamily("openai-gpt", f"{_GPT}.config:OpenAIGPTConfig", f"{_GPT}.modeling:OpenAIGPTModel",
                               "transformer", {
         "classification": f"{_GPT}.modeling:OpenAIGPTForSequenceClassification",
         "multiple_choice": _double_heads("OpenAIGPTDoubleHeadsModel"),
-    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:OpenAIGPTLMHeadModel", distillable=False),
+    }, input_names=GPT_INPUT_NAMES, generator=f"{_GPT}.modeling:OpenAIGPTLMHeadModel", distillable=False,
+        finetuning_defaults=GPT1_FINETUNING_DEFAULTS),
     # a biLM over words' characters: no task heads (its layers feed a task through a scalar mix, `features`)
     "elmo": ModelFamily("elmo", "bertkit.model.elmo.config:ElmoConfig", "bertkit.model.elmo.modeling:ElmoBiLM", "elmo",
                         input_names=("character_ids", "attention_mask"), distillable=False, reads_words=True),

@@ -76,7 +76,8 @@ class FinetuningRecipe:
     as `FINETUNING` in its package's `recipes.py`, read through `ModelFamily.finetuning_recipe()`,
     so the fine-tuning code names no family. Each hook gets the run's settings (a FinetuneConfig).
 
-    `defaults`: FinetuneConfig values the family's runs start from (flags, YAML and --set override);
+    `defaults`: FinetuneConfig values the family's runs start from (flags, YAML and --set override), its
+    registry line's `finetuning_defaults` (torch-free data, which `bertkit finetune --help` lists);
     `fields`: the FinetuneConfig fields only this recipe reads (set on another family: an error)."""
 
     name = "plain"

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +52,15 @@ from torch import nn
 
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.labels import IGNORE_INDEX
+from bertkit.model.families import GPT1_FINETUNING_DEFAULTS
 from bertkit.model.heads import decoder_cross_entropy
 from bertkit.model.recipes import AuxiliaryLoss, FinetuningRecipe
 
 START, DELIM, EXTRACT = "<start>", "<delim>", "<extract>"
 GPT1_TOKENS = (START, DELIM, EXTRACT)
-# the paper's fine-tuning hyper-parameters, as FinetuneConfig fields
-FINETUNE_DEFAULTS: dict[str, Any] = {"lr": 6.25e-5, "batch_size": 32, "epochs": 3, "warmup_ratio": 0.002,
-                                     "lm_coef": 0.5, "classifier_dropout": 0.1}
+# the paper's fine-tuning hyper-parameters, as FinetuneConfig fields: written in the GPT families' registry
+# lines (torch-free, so `bertkit finetune --help` lists them), read from there
+FINETUNE_DEFAULTS: Mapping[str, Any] = GPT1_FINETUNING_DEFAULTS
 
 
 def with_gpt1_tokens(tokenizer, source: str | Path):
