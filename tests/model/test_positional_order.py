@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import bertkit
+from bertkit.errors import ConfigError
 
 transformers = pytest.importorskip("transformers")
 
@@ -71,3 +72,16 @@ def test_a_positional_call_as_transformers_docs_write_it(name):
     with torch.no_grad():  # the mask is the second argument: swapping it for the segment ids changes the answer
         swapped = model(ids, types, mask)
     assert not torch.allclose(getattr(swapped, field), getattr(keywords, field))
+
+
+def test_from_pretrained_takes_config_fields_by_keyword(tmp_path):
+    """transformers' `from_pretrained(path, num_labels=3)`: config fields on top of config.json; an unknown
+    one is a one-line error naming it."""
+    config = bertkit.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32)
+    bertkit.BertModel(config).save_pretrained(tmp_path)
+    model = bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_labels=3, classifier_pooling="mean")
+    assert model.config.num_labels == 3 and model.config.classifier_pooling == "mean"
+    assert model(input_ids=torch.tensor([[2, 5, 7]])).logits.shape == (1, 3)
+    with pytest.raises(ConfigError, match="num_lables"):
+        bertkit.BertForSequenceClassification.from_pretrained(tmp_path, num_lables=3)

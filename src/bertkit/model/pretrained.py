@@ -76,18 +76,22 @@ class PreTrainedModel(nn.Module):
         strict: bool = True,
         output_loading_info: bool = False,
         config: PretrainedConfig | None = None,
+        **config_fields,
     ):
         """Load config.json + model.safetensors (or pytorch_model.bin, weights only).
 
         Missing optional weights (heads) are allowed, initialised fresh and listed in
         `model.loading_info`; other missing weights raise unless `strict=False`; a shape
         mismatch always raises. `config` replaces the directory's config.json (e.g. one
-        with a task's label map)."""
+        with a task's label map); keyword config fields set on top, as transformers'
+        `from_pretrained(path, num_labels=3)` (an unknown field: one error naming it)."""
         from bertkit.interop.hf import load_pretrained_weights
         from bertkit.interop.hub_cache import resolve_model_dir
 
         directory = resolve_model_dir(directory)  # a folder, or a Hugging Face id in the local cache
         config = config if config is not None else cls.config_class.from_pretrained(directory)
+        if config_fields:
+            config = type(config).from_dict({**config.to_dict(), **config_fields}, source="from_pretrained")
         model = cls(config)
         model.loading_info = load_pretrained_weights(model, Path(directory), strict=strict)
         model.eval()
