@@ -229,6 +229,16 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }, mlm=MaskedLM("bertkit.model.albert.modeling:AlbertForMaskedLM", ("predictions.",),
                     "an AlbertForPreTraining or AlbertForMaskedLM checkpoint"), input_names=ENCODER_INPUT_NAMES,
         built_on="bert"),
+    # disentangled attention (relative positions); BERT's tagging and QA heads (transformers' model_type "deberta-v2")
+    "deberta-v2": ModelFamily("deberta-v2", "bertkit.model.deberta.config:DebertaV2Config",
+                              "bertkit.model.deberta.modeling:DebertaV2Model", "deberta", {
+        "classification": "bertkit.model.deberta.modeling:DebertaV2ForSequenceClassification",
+        "tagging": "bertkit.model.deberta.modeling:DebertaV2ForTokenClassification",
+        "multiple_choice": "bertkit.model.deberta.modeling:DebertaV2ForMultipleChoice",
+        "qa": "bertkit.model.deberta.modeling:DebertaV2ForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.deberta.modeling:DebertaV2ForMaskedLM", ("cls.predictions.", "lm_predictions."),
+                    "a DebertaV2ForMaskedLM checkpoint; a v3 discriminator has no MLM head"),
+        input_names=ENCODER_INPUT_NAMES, distillable=False, built_on="bert"),
     "roberta": ModelFamily("roberta", "bertkit.model.roberta.config:RobertaConfig", "bertkit.model.roberta.modeling:RobertaModel",
                            "roberta", {
         "classification": "bertkit.model.roberta.modeling:RobertaForSequenceClassification",
