@@ -18,6 +18,7 @@ from bertkit.model.layers import ACTIVATIONS
 from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.dropout import Dropout
 from bertkit.model.memory import empty_large
+from bertkit.model.static_shapes import static_label_positions
 
 if TYPE_CHECKING:  # annotation only
     from bertkit.model.encoder_config import EncoderConfig
@@ -66,11 +67,11 @@ class TiedDecoderHead(nn.Module):
 
 class TiedOutputLayer(TiedDecoderHead):
     """The output layer alone, tied to the word embeddings (V, E): no transform, only its `bias`
-    (V,) is a parameter (ELECTRA's `generator_lm_head`, XLNet's `lm_loss`)."""
+    (V,) is a parameter (ELECTRA's `generator_lm_head`, XLNet's `lm_loss`, ModernBERT's `decoder`)."""
 
-    def __init__(self, vocab_size: int):
+    def __init__(self, vocab_size: int, bias: bool = True):
         super().__init__()
-        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        self.bias = nn.Parameter(torch.zeros(vocab_size)) if bias else None  # none: ModernBERT's decoder_bias false
 
     @staticmethod
     def transform(hidden_states: torch.Tensor) -> torch.Tensor:
@@ -101,6 +102,21 @@ class BertPreTrainingHeads(nn.Module):
         super().__init__()
         self.predictions = BertLMPredictionHead(config)
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+def labelled_rows(
+    hidden_states: torch.Tensor, labels: torch.Tensor, per_sequence: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """hidden_states (B, T, H), labels (B, T) (-100 = no prediction) -> the N labelled
+    positions (N, 2) in row-major order, their hidden states (N, H) and labels (N,).
+    With `per_sequence` (a static budget, bertkit.model.static_shapes) N = B x per_sequence:
+    the labelled rows, then fillers labelled -100."""
+    if per_sequence is None:
+        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
+    else:
+        positions = static_label_positions(labels, per_sequence)  # (B * per_sequence, 2)
+    rows, columns = positions[:, 0], positions[:, 1]
+    return positions, hidden_states[rows, columns], labels[rows, columns]
 
 
 def decoder_cross_entropy(

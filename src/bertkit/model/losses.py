@@ -1,5 +1,6 @@
 """What every family's heads share: the ignored-label index, the classification loss rule
-(transformers' `problem_type`), classifier dropout and the multiple-choice reshapes.
+(transformers' `problem_type`), the tagging and extractive-QA losses, classifier dropout and the
+multiple-choice reshapes.
 
 Family-neutral: BERT's task heads, T5's encoder classifier and XLNet's heads all use these,
 so none of them imports another family for its loss.
@@ -49,6 +50,36 @@ def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, kin
     if kind == "multi_label_classification":
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE_INDEX)
+
+
+def token_classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """logits (B, T, K), labels (B, T) (-100 = no loss) -> mean cross-entropy over the labelled
+    positions; zero (not transformers' NaN) when none is labelled."""
+    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)  # (B * T, K), (B * T,)
+    if bool((flat_labels != IGNORE_INDEX).any()):
+        return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX)
+    return flat_logits.sum() * 0.0
+
+
+def span_loss(
+    logits: torch.Tensor, attention_mask: torch.Tensor | None, start_positions: torch.Tensor | None,
+    end_positions: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Extractive QA: logits (B, T, 2) start and end scores -> start_logits, end_logits (B, T), the
+    dtype's minimum at padding (mask 0: never an answer), and the mean of the start and end
+    cross-entropy when positions (B,) are given (outside [0, T): clamped to T and ignored), else None."""
+    start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
+    if attention_mask is not None:
+        padding = attention_mask == 0  # (B, T)
+        start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
+        end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
+    loss = None
+    if start_positions is not None and end_positions is not None:
+        ignored = start_logits.shape[1]  # T: where clamped out-of-range positions land
+        start, end = start_positions.view(-1).clamp(0, ignored), end_positions.view(-1).clamp(0, ignored)
+        loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
+                + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2
+    return start_logits, end_logits, loss
 
 
 def flatten_choices(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:

@@ -149,6 +149,7 @@ class UnpadSwitch:
         """This call's unpadding, or None for the padded path. `unpad` (the call's argument)
         overrides the attribute when not None. Never with output_attentions (the padded path
         computes the probabilities) nor for an encoder without the packed path."""
-        if output_attentions or torch.compiler.is_compiling() or not accepts_unpadding(self.encoder):
+        encoder = getattr(self, "encoder", None)  # a backbone without one (ModernBERT's `layers`) packs itself
+        if output_attentions or torch.compiler.is_compiling() or (encoder is not None and not accepts_unpadding(encoder)):
             return None
         return plan_unpadding(attention_mask, self.unpad if unpad is None else unpad)

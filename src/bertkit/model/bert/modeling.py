@@ -17,13 +17,13 @@ from bertkit.errors import BertkitError
 from bertkit.interop import prelayernorm
 from bertkit.model.embeddings import BertEmbeddings
 from bertkit.model.bert.config import BertConfig
-from bertkit.model.heads import BertPooler, BertPreTrainingHeads
+from bertkit.model.heads import BertPooler, BertPreTrainingHeads, labelled_rows  # noqa: F401  (ELECTRA imports it from here)
 from bertkit.model.layers import BertEncoder
 from bertkit.model.losses import IGNORE_INDEX
 from bertkit.model.outputs import BertForPreTrainingOutput, BertModelOutput
 from bertkit.model.pretrained import PreTrainedModel, normal_init
 from bertkit.model.query_rows import QueryRows
-from bertkit.model.static_shapes import PredictionBudget, static_label_positions
+from bertkit.model.static_shapes import PredictionBudget
 from bertkit.model.unpad import Unpadding, UnpadSwitch, accepts_unpadding
 
 
@@ -39,21 +39,6 @@ def broadcast_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tenso
     if not torch.compiler.is_compiling() and bool(attention_mask.all()):  # a host read: never in a compiled graph
         return None
     return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): keys to attend to
-
-
-def labelled_rows(
-    hidden_states: torch.Tensor, labels: torch.Tensor, per_sequence: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """hidden_states (B, T, H), labels (B, T) (-100 = no prediction) -> the N labelled
-    positions (N, 2) in row-major order, their hidden states (N, H) and labels (N,).
-    With `per_sequence` (a static budget, bertkit.model.static_shapes) N = B x per_sequence:
-    the labelled rows, then fillers labelled -100."""
-    if per_sequence is None:
-        positions = (labels != IGNORE_INDEX).nonzero(as_tuple=False)  # (N, 2)
-    else:
-        positions = static_label_positions(labels, per_sequence)  # (B * per_sequence, 2)
-    rows, columns = positions[:, 0], positions[:, 1]
-    return positions, hidden_states[rows, columns], labels[rows, columns]
 
 
 def masked_lm(
