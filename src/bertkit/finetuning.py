@@ -448,17 +448,23 @@ class FinetuneResult:
     fresh_keys: list[str]
 
 
+def check_output_dir(output_dir: str | Path, overwrite: bool) -> Path:
+    """The run folder, unless it already holds a fine-tuning run and `overwrite` is off (one line)."""
+    output_dir = Path(output_dir)
+    found = [name for name in _RUN_MARKERS if (output_dir / name).exists()]
+    if found and not overwrite:
+        raise BertkitError(f"{output_dir}: already holds a fine-tuning run ({found[0]}); "
+                           "pass --overwrite to replace it or choose another --output-dir")
+    return output_dir
+
+
 def finetune(config: FinetuneConfig, *, overwrite: bool = False,
              notify: Callable[[str], None] | None = None) -> FinetuneResult:
     """Run fine-tuning (one run, or the grid's runs); `notify` receives one-line notes
     (e.g. which weights start fresh)."""
     from bertkit.training.distributed import setup, teardown
 
-    output_dir = Path(config.output_dir)
-    found = [name for name in _RUN_MARKERS if (output_dir / name).exists()]
-    if found and not overwrite:
-        raise BertkitError(f"{output_dir}: already holds a fine-tuning run ({found[0]}); "
-                           "pass --overwrite to replace it or choose another --output-dir")
+    output_dir = check_output_dir(config.output_dir, overwrite)
     if len(config.grid) > 1 and not config.dev:
         raise ConfigError("a grid search picks the run with the best dev score: give --dev FILE")
     prepared = prepare(config)

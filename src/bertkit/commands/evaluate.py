@@ -133,7 +133,10 @@ def _load_model_of_family(args: argparse.Namespace):
     from bertkit.inference.loading import load_finetuned
     from bertkit.tasks.registry import get_task_family
 
-    loaded = load_finetuned(args.model, precision=args.precision)
+    from bertkit.tasks.multitask import task_checkpoint
+
+    model = task_checkpoint(args.model, args.task if args.evaluate_task == "glue" else None)  # a multi-task one's task
+    loaded = load_finetuned(model, precision=args.precision)
     family = get_task_family(loaded.spec.family)
     if family.name != args.family:
         raise BertkitError(f"{args.model}: a {family.title} model; score it with "

@@ -59,7 +59,8 @@ def add_parser(subparsers) -> None:
                                    description="Fine-tune a checkpoint of any model family on a task (each family's "
                                    "fine-tuning recipe applies: docs/finetuning.md); writes best/ (HF layout), "
                                    "metrics, curves and report.md.", epilog=family_defaults_help())
-    tasks = parser.add_subparsers(dest="finetune_task", metavar="{glue,classify,ner,multiple-choice,squad,text2text}")
+    tasks = parser.add_subparsers(dest="finetune_task",
+                                  metavar="{glue,classify,ner,multiple-choice,squad,text2text,multitask}")
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
     p = tasks.add_parser("glue", help="a GLUE task from its TSV folder (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, ...)")
@@ -96,6 +97,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-target-length", type=int, help="target tokens, EOS included; longer targets are cut "
                                                          "(default: the longest training target)")
     _add_common(p, data_required=False)
+
+    from bertkit.commands.finetune_multitask import add_multitask_parser
+
+    add_multitask_parser(tasks, add_run_options, family_defaults_help(), _COMMON_FIELDS)
 
 
 def add_text2text_options(p) -> None:
@@ -176,6 +181,12 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.epilog = family_defaults_help()
     p.add_argument("--train", metavar="FILE", required=data_required, help="training file")
     p.add_argument("--dev", metavar="FILE", help="dev file: evaluated every epoch, picks best/")
+    add_run_options(p)
+    p.set_defaults(func=run)
+
+
+def add_run_options(p: argparse.ArgumentParser, grid: bool = True) -> None:
+    """The flags every fine-tuning run takes (model, output, recipe, --config / --set); `grid`: the grid's too."""
     p.add_argument("--model", required=True, metavar="DIR", help="checkpoint to start from (bertkit or HF; "
                    f"model_type one of {', '.join(MODEL_FAMILIES)})")
     p.add_argument("--output-dir", required=True, metavar="DIR", help="run folder")
@@ -188,16 +199,16 @@ def _add_common(p: argparse.ArgumentParser, data_required: bool = True) -> None:
     p.add_argument("--max-eval-samples", type=int, metavar="N", help="evaluate on the first N dev examples only")
     p.add_argument("--warmup-ratio", type=float, help=f"fraction of the steps spent warming up {_default('warmup_ratio')}")
     p.add_argument("--early-stopping", type=int, metavar="N", help="stop after N evaluations without improvement")
-    p.add_argument("--grid", action="store_true",
-                   help="the paper's search: lr in {5e-5, 3e-5, 2e-5} x epochs in {2, 3, 4}; keeps the best dev run")
-    p.add_argument("--grid-lrs", metavar="LIST", help="learning rates of the grid, e.g. 5e-5,3e-5 (implies a grid)")
-    p.add_argument("--grid-epochs", metavar="LIST", help="epoch counts of the grid, e.g. 2,3 (implies a grid)")
+    if grid:
+        p.add_argument("--grid", action="store_true", help="the paper's search: lr in {5e-5, 3e-5, 2e-5} x epochs "
+                                                           "in {2, 3, 4}; keeps the best dev run")
+        p.add_argument("--grid-lrs", metavar="LIST", help="learning rates of the grid, e.g. 5e-5,3e-5 (implies a grid)")
+        p.add_argument("--grid-epochs", metavar="LIST", help="epoch counts of the grid, e.g. 2,3 (implies a grid)")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set weight_decay=0 "
                    "or --set model.hidden_dropout_prob=0.2 (repeatable)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
     add_runtime_options(p)
-    p.set_defaults(func=run)
 
 
 def _number_list(text: str | None, flag: str, kind) -> list | None:

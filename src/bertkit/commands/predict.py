@@ -34,6 +34,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("texts", nargs="*", metavar="TEXT", help="inputs (pairs two by two; multiple choice: context, "
                                                              "then the choices)")
     p.add_argument("--model", required=True, metavar="DIR", help="fine-tuned checkpoint directory")
+    p.add_argument("--task", help="a multi-task checkpoint's task (`bertkit finetune multitask`: its tasks/<task>/)")
     p.add_argument("--file", help="read inputs from this file instead (txt / tsv / jsonl, .gz too)")
     p.add_argument("--text-field", default="text", help="JSONL field of the text (default: text)")
     p.add_argument("--pair-field", default="pair", help="JSONL field of the second text of a pair (default: pair)")
@@ -50,9 +51,11 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bertkit.inference.prediction import Predictor
+    from bertkit.tasks.multitask import task_checkpoint
 
     check_one_source(args.texts, args.file)
-    predictor = Predictor.from_pretrained(args.model, device=args.device, batch_size=args.batch_size,
+    model = task_checkpoint(args.model, args.task)  # a multi-task checkpoint's task folder, else --model
+    predictor = Predictor.from_pretrained(model, device=args.device, batch_size=args.batch_size,
                                           max_seq_length=args.max_seq_length, generation=generation_options(args),
                                           precision=args.precision)
     inputs = read_inputs(predictor, args)
