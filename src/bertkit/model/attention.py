@@ -50,7 +50,8 @@ class BertSelfAttention(nn.Module):
         query_input = hidden_states if query_rows is None else query_rows.select(hidden_states)  # (M, H)
         if query_scale != 1.0 and isinstance(self.query.weight, torch.Tensor):
             # folded into the (H, H) weight: free, unlike scaling the (B, heads, T, T) scores
-            query = F.linear(query_input, self.query.weight * query_scale, self.query.bias * query_scale)
+            bias = None if self.query.bias is None else self.query.bias * query_scale  # BigBird's use_bias=False
+            query = F.linear(query_input, self.query.weight * query_scale, bias)
         else:  # also a dynamically quantized Linear (int8 inference), whose weight is packed
             query = self.query(query_input)
             if query_scale != 1.0:

@@ -257,6 +257,16 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     }, mlm=MaskedLM("bertkit.model.electra.modeling:ElectraForMaskedLM", ("generator_predictions.", "generator_lm_head."),
                     "a generator (ElectraForMaskedLM) checkpoint; the discriminator (ElectraForPreTraining) has no "
                     "MLM head"), input_names=ENCODER_INPUT_NAMES, built_on="bert"),
+    # BERT's layers with block-sparse attention over up to 4,096 positions (transformers' model_type "big_bird")
+    "big_bird": ModelFamily("big_bird", "bertkit.model.bigbird.config:BigBirdConfig",
+                            "bertkit.model.bigbird.modeling:BigBirdModel", "bert", {
+        "classification": "bertkit.model.bigbird.modeling:BigBirdForSequenceClassification",
+        "tagging": "bertkit.model.bigbird.modeling:BigBirdForTokenClassification",
+        "multiple_choice": "bertkit.model.bigbird.modeling:BigBirdForMultipleChoice",
+        "qa": "bertkit.model.bigbird.modeling:BigBirdForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.bigbird.modeling:BigBirdForMaskedLM", ("cls.predictions.",),
+                    "a BigBirdForMaskedLM or BigBirdForPreTraining checkpoint"), input_names=ENCODER_INPUT_NAMES,
+        built_on="bert"),
     "t5": ModelFamily("t5", "bertkit.model.t5.config:T5Config", "bertkit.model.t5.modeling:T5Model", "transformer", {
         "classification": "bertkit.model.t5.modeling:T5EncoderForSequenceClassification",  # encoder + mean-pooled head
         "text2text": "bertkit.model.t5.modeling:T5ForConditionalGeneration",  # bertkit.tasks.text2text

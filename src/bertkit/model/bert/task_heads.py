@@ -234,7 +234,14 @@ class BertForQuestionAnswering(BertTaskModel):
         (0 = [CLS] for no answer); indices outside [0, T) are ignored in the loss."""
         out = self.backbone(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
                             output_hidden_states=output_hidden_states, output_attentions=output_attentions)
-        logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
+        return self.span_output(self.qa_outputs(out.last_hidden_state), attention_mask, start_positions,
+                                end_positions, out)
+
+    @staticmethod
+    def span_output(logits: torch.Tensor, attention_mask: torch.Tensor | None, start_positions: torch.Tensor | None,
+                    end_positions: torch.Tensor | None, out) -> QuestionAnsweringModelOutput:
+        """logits (B, T, 2) start and end scores -> the output: padding never an answer, the loss
+        when positions are given (`out`: the backbone's output, for its hidden states)."""
         start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
         if attention_mask is not None:  # padding is never an answer
             padding = attention_mask == 0  # (B, T)
