@@ -9,7 +9,8 @@ gelu_new, dropout 0 unless `--dropout`), fp32. The batch is bench_pretrain_step'
 - bertkit: `bertkit.model.albert.AlbertForPreTraining` (MLM head only at the masked
   positions, fused decoder + loss) and the shared loop's optimizer (fused AdamW).
 - reference: transformers `AlbertForPreTraining` (attn_implementation="sdpa", its MLM
-  head over all B x T positions) and `torch.optim.AdamW` with default settings.
+  head over all B x T positions) and `torch.optim.AdamW` with default settings ("transformers"),
+  or with bertkit's optimizer ("transformers-eq"): both ratios printed, on the run's one clock.
 
 Both hold the same weights; a sanity check compares their losses in eval mode. Timing:
 best of `--repeats` interleaved rounds (bench.common.interleaved_best); the ratio
@@ -26,7 +27,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import make_batch, sanity_check, step_function  # noqa: E402
-from common import add_step_arguments, compare_steps, step_clock  # noqa: E402
+from common import (add_step_arguments, compare_steps, reference_optimizers, step_clock,  # noqa: E402
+                    with_references)
 
 VOCAB = 30000
 
@@ -48,8 +50,7 @@ def build_pair(preset: str, embedding_size: int, share_layers: str, dropout: flo
     ref.load_state_dict(ours.state_dict(), strict=False)  # the decoder is tied to the word embeddings in both
     ref.tie_weights()
     ours_opt = build_optimizer(ours, TrainingConfig())
-    ref_opt = torch.optim.AdamW(ref.parameters())
-    return config, ours, ours_opt, ref, ref_opt
+    return config, ours, ours_opt, ref, reference_optimizers(ref)
 
 
 def main() -> None:
@@ -64,7 +65,7 @@ def main() -> None:
           f"{args.seq_len}, vocab {VOCAB}, E {args.embedding_size}, share {args.share_layers}, dropout {args.dropout}; "
           f"best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
-        config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.embedding_size, args.share_layers, args.dropout,
+        config, ours, ours_opt, ref, ref_opts = build_pair(preset, args.embedding_size, args.share_layers, args.dropout,
                                                           args.device)
         batch = make_batch(VOCAB, args.batch_size, args.seq_len)
         batch["sentence_order_label"] = batch.pop("next_sentence_label")
@@ -73,7 +74,8 @@ def main() -> None:
         print(f"\n== {preset}: L{config.num_hidden_layers}/H{config.hidden_size}/A{config.num_attention_heads}/"
               f"E{config.embedding_size}, {ours.num_parameters() / 1e6:.2f}M parameters, "
               f"eval-mode |loss difference| {diff:.1e}")
-        compare_steps({"bertkit": step_function(ours, ours_opt, batch), "transformers": step_function(ref, ref_opt, batch)},
+        steps = with_references(step_function(ours, ours_opt, batch), ref_opts, lambda opt: step_function(ref, opt, batch))
+        compare_steps(steps,
                       args.device, args.repeats, clock, args.batch_size * args.seq_len)
 
 

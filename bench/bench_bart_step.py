@@ -10,10 +10,12 @@ cost. Vocabulary 32,000 (`tokenizer train --vocab-size 32000`), fp32, dropout 0.
 - bertkit: `BartForConditionalGeneration` and the training loop's optimizer
   (`bertkit.training.optim.build_optimizer`: fused AdamW, decay on matrices only).
 - reference: transformers' `BartForConditionalGeneration` (attn_implementation="sdpa") on
-  the same weights (loaded from the checkpoint bertkit saves) and `torch.optim.AdamW`.
+  the same weights (loaded from the checkpoint bertkit saves), with `torch.optim.AdamW` as it
+  ships ("transformers") and with bertkit's optimizer ("transformers-eq").
 
-Reported: step times and their ratio; the step's matmul FLOPs (FlopCounterMode) as a
-fraction of the best fp32 GEMM rate measured in the same run (target: >= 70%).
+Reported: step times and both ratios; the step's matmul FLOPs (FlopCounterMode) as a
+fraction of the best fp32 GEMM rate measured in the same run on the same clock as the
+step (target: >= 70%). Generation is timed on that clock too.
 
 Generation (`--generate`, on by default): `model.generate` vs transformers' `generate` on
 the same random bart-mini (weights drawn wider so outputs vary and end at different
@@ -38,8 +40,8 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_generate import generated_tokens, random_batches  # noqa: E402
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import (compare_steps, gemm_rate, interleaved_best, matmul_flops,  # noqa: E402
-                    report_floor, step_clock, synchronized)
+from common import (add_clock_argument, compare_steps, gemm_rate, interleaved_best, matmul_flops,  # noqa: E402
+                    reference_optimizers, report_floor, step_clock, synchronized, with_references)
 
 VOCAB = 32000
 BOS, PAD, EOS = 0, 1, 2
@@ -73,31 +75,31 @@ def build_pair(preset: str, device: str):
         ours.save_pretrained(directory)
         ref = transformers.BartForConditionalGeneration.from_pretrained(directory, attn_implementation="sdpa")
     ours, ref = ours.to(device).train(), ref.to(device).train()
-    return config, ours, build_optimizer(ours, TrainingConfig()), ref, torch.optim.AdamW(ref.parameters())
+    return config, ours, build_optimizer(ours, TrainingConfig()), ref, reference_optimizers(ref)
 
 
 def bench_step(args, clock, preset: str) -> None:
     batch = {k: v.to(args.device) for k, v in denoising_batch(args.batch_size, args.seq_len).items()}
     source, target = batch["input_ids"].shape[1], batch["labels"].shape[1]
-    config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.device)
+    config, ours, ours_opt, ref, ref_opts = build_pair(preset, args.device)
     diff = sanity_check(ours, ref, batch)
     print(f"\n== {preset} step: L{config.encoder_layers}+{config.decoder_layers}/d{config.d_model}/"
           f"ff{config.encoder_ffn_dim}/h{config.encoder_attention_heads}, {ours.num_parameters() / 1e6:.2f}M parameters; "
           f"batch {args.batch_size}: {source} source / {target} target tokens; eval-mode |loss difference| {diff:.1e}")
     ours_step = step_function(ours, ours_opt, batch)
-    times = compare_steps({"bertkit": ours_step, "transformers": step_function(ref, ref_opt, batch)},
+    times = compare_steps(with_references(ours_step, ref_opts, lambda opt: step_function(ref, opt, batch)),
                           args.device, args.repeats, clock, args.batch_size * (source + target))
     if args.device == "cpu":  # the FFNs and the vocabulary head: the step's largest products
         shapes = [(args.batch_size * source, config.d_model, config.encoder_ffn_dim),
                   (args.batch_size * target, config.d_model, VOCAB)]
-        flops, rate = matmul_flops(ours_step), gemm_rate(shapes)
-        report_floor(flops, rate, times, None)
+        flops, rate = matmul_flops(ours_step), gemm_rate(shapes, clock)
+        report_floor(flops, rate, times, None, clock)
         share = flops / rate / times["bertkit"]
-        print(f"  matmul FLOPs at {share:.0%} of the best fp32 GEMM rate: target >= {FLOOR_TARGET:.0%}: "
+        print(f"  matmul FLOPs at {share:.0%} of the best fp32 GEMM rate, both in {clock.label}: target >= {FLOOR_TARGET:.0%}: "
               f"{'PASS' if share >= FLOOR_TARGET else 'MISS'}")
 
 
-def bench_generate(args, preset: str) -> None:
+def bench_generate(args, clock, preset: str) -> None:
     import transformers
 
     from bertkit import BartForConditionalGeneration
@@ -125,13 +127,13 @@ def bench_generate(args, preset: str) -> None:
                                            num_beams=beams, use_cache=True) for i, m in batches]
             return synchronized(go, args.device)
 
-        times, results = interleaved_best({"transformers": run(reference), "bertkit": run(ours)}, args.repeats)
+        times, results = interleaved_best({"transformers": run(reference), "bertkit": run(ours)}, args.repeats, clock)
         equal = all(torch.equal(o.cpu(), t.cpu()) for o, t in zip(results["bertkit"], results["transformers"]))
         tokens = sum(generated_tokens(seq.cpu(), EOS) for seq in results["bertkit"])
         ref_rate, our_rate = tokens / times["transformers"], tokens / times["bertkit"]
         verdict = "PASS" if our_rate / ref_rate >= GENERATE_TARGET and equal else "MISS"
         print(f"  {name:7s} transformers {ref_rate:9.1f} tok/s   bertkit {our_rate:9.1f} tok/s   ratio "
-              f"{our_rate / ref_rate:5.2f} (target >= {GENERATE_TARGET}: {verdict})   outputs equal: {equal}")
+              f"{our_rate / ref_rate:5.2f} ({clock.label}; target >= {GENERATE_TARGET}: {verdict})   outputs equal: {equal}")
 
 
 def main() -> None:
@@ -147,14 +149,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (fp32 on both sides)")
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
+    add_clock_argument(parser)
     args = parser.parse_args()
     clock, header = step_clock(parser, args)
     print(f"{header}; vocab {VOCAB}, fp32, dropout 0.1; best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
         bench_step(args, clock, preset)
         if not args.no_generate:
-            bench_generate(args, preset)
+            bench_generate(args, clock, preset)
 
 
 if __name__ == "__main__":

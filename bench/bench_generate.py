@@ -21,7 +21,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from common import interleaved_best, synchronized  # noqa: E402
+from common import add_clock_argument, clock_of, interleaved_best, synchronized  # noqa: E402
 
 
 def random_batches(count: int, batch_size: int, source_len: int, vocab: int, seed: int = 0):
@@ -62,7 +62,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--profile", action="store_true", help="print each side's top operators (torch.profiler)")
+    add_clock_argument(parser)
     args = parser.parse_args()
+    clock = clock_of(args, parser)
     torch.set_num_threads(args.threads)
 
     import transformers
@@ -95,12 +97,12 @@ def main() -> None:
                                                num_beams=beams, use_cache=True) for i, m in batches]
                 return synchronized(go, args.device)
 
-            times, results = interleaved_best({"transformers": run(reference), "bertkit": run(ours)}, args.repeats)
+            times, results = interleaved_best({"transformers": run(reference), "bertkit": run(ours)}, args.repeats, clock)
             equal = all(same_output(o.cpu(), t.cpu(), 1, 0) for o, t in zip(results["bertkit"], results["transformers"]))
             tokens = sum(generated_tokens(seq.cpu(), 1) for seq in results["bertkit"])
             ref_rate, our_rate = tokens / times["transformers"], tokens / times["bertkit"]
             print(f"{size:8s} {name:7s} transformers {ref_rate:9.1f} tok/s   bertkit {our_rate:9.1f} tok/s   "
-                  f"ratio {our_rate / ref_rate:5.2f}   outputs equal: {equal}")
+                  f"ratio {our_rate / ref_rate:5.2f} ({clock.label})   outputs equal: {equal}")
             if args.profile:
                 for side, model in (("transformers", reference), ("bertkit", ours)):
                     print(f"--- {size} {name} {side}: top operators by self time")

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_generate import top_operators  # noqa: E402
-from common import interleaved_best, load_average, synchronized  # noqa: E402
+from common import add_clock_argument, clock_of, interleaved_best, load_average, synchronized  # noqa: E402
 
 EOS, PAD = 1, 0
 MODES = {"greedy": dict(), "beam-4": dict(num_beams=4), "sample": dict(do_sample=True, top_p=0.9, top_k=0)}
@@ -70,7 +70,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--profile", action="store_true", help="print each side's top operators (torch.profiler)")
+    add_clock_argument(parser)
     args = parser.parse_args()
+    clock = clock_of(args, parser)
     torch.set_num_threads(args.threads)
 
     import transformers
@@ -106,12 +108,12 @@ def main() -> None:
                                                use_cache=True, **options) for i, m in batches]
                 return synchronized(go, args.device)
 
-            times, results = interleaved_best({"transformers": run(reference), "bertkit": run(ours)}, args.repeats)
+            times, results = interleaved_best({"transformers": run(reference), "bertkit": run(ours)}, args.repeats, clock)
             equal = all(same_output(o.cpu(), t.cpu()) for o, t in zip(results["bertkit"], results["transformers"]))
             tokens = sum(generated_tokens(seq.cpu(), i.shape[1]) for seq, (i, _) in zip(results["bertkit"], batches))
             ref_rate, our_rate = tokens / times["transformers"], tokens / times["bertkit"]
             print(f"{size:8s} {name:7s} transformers {ref_rate:9.1f} tok/s   bertkit {our_rate:9.1f} tok/s   "
-                  f"ratio {our_rate / ref_rate:5.2f}   outputs equal: {equal}   {load_average()}")
+                  f"ratio {our_rate / ref_rate:5.2f} ({clock.label})   outputs equal: {equal}   {load_average()}")
             if args.profile:
                 for side, model in (("transformers", reference), ("bertkit", ours)):
                     print(f"--- {size} {name} {side}: top operators by self time")

@@ -13,10 +13,11 @@ preset gpt-mini (4 x 256, 4 heads) by default.
   "bertkit-forward" is the same model through `forward(labels=...)` (transformers'
   contract: full logits, then the loss), for where the time goes.
 - reference: transformers' `GPT2LMHeadModel` (attn_implementation="sdpa") on the same
-  weights (loaded from the checkpoint bertkit saves) and `torch.optim.AdamW`.
+  weights (loaded from the checkpoint bertkit saves), with `torch.optim.AdamW` as it ships
+  ("transformers") and with bertkit's optimizer ("transformers-eq"): both ratios printed.
 
 A sanity check compares the two losses in eval mode. Timing: best of `--repeats`
-interleaved rounds (bench.common). Printed beside the transformers / bertkit ratio: the
+interleaved rounds (bench.common), steps and floor on the run's one clock. Printed beside the transformers / bertkit ratio: the
 step's matmul FLOPs (FlopCounterMode) as a fraction of the best fp32 GEMM rate measured
 in the same run on the step's own shapes (target: >= 70%).
 """
@@ -31,7 +32,8 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import compare_steps, gemm_rate, load_average, matmul_flops, report_floor, step_clock  # noqa: E402
+from common import (add_clock_argument, compare_steps, gemm_rate, load_average, matmul_flops,  # noqa: E402
+                    reference_optimizers, report_floor, step_clock)
 
 VOCAB = 32000
 FLOOR_TARGET = 0.70
@@ -59,7 +61,7 @@ def build_pair(preset: str, device: str):
         ours.save_pretrained(directory)
         ref = transformers.GPT2LMHeadModel.from_pretrained(directory, attn_implementation="sdpa")
     ours, ref = ours.to(device).train(), ref.to(device).train()
-    return config, ours, build_optimizer(ours, TrainingConfig()), ref, torch.optim.AdamW(ref.parameters())
+    return config, ours, build_optimizer(ours, TrainingConfig()), ref, reference_optimizers(ref)
 
 
 def training_step(model, optimizer, loss_of):
@@ -81,14 +83,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (fp32 on both sides)")
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
+    add_clock_argument(parser)
     args = parser.parse_args()
     clock, header = step_clock(parser, args)
     ids = packed_batch(args.batch_size, args.seq_len).to(args.device)
     print(f"{header}; batch {args.batch_size} x {args.seq_len} packed tokens, vocab {VOCAB}, dropout 0.1; "
           f"best of {args.repeats} interleaved rounds; {load_average()}")
     for preset in args.sizes:
-        config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.device)
+        config, ours, ours_opt, ref, ref_opts = build_pair(preset, args.device)
         ours.eval(), ref.eval()
         with torch.no_grad():
             diff = abs(float(ours.causal_lm_loss(ids)) - float(ref(input_ids=ids, labels=ids).loss))
@@ -98,15 +100,16 @@ def main() -> None:
         ours_step = training_step(ours, ours_opt, lambda m: m.causal_lm_loss(ids))
         steps = {"bertkit": ours_step,
                  "bertkit-forward": training_step(ours, ours_opt, lambda m: m(input_ids=ids, labels=ids).loss),
-                 "transformers": training_step(ref, ref_opt, lambda m: m(input_ids=ids, labels=ids).loss)}
+                 **{name: training_step(ref, opt, lambda m: m(input_ids=ids, labels=ids).loss)
+                    for name, opt in ref_opts.items()}}
         times = compare_steps(steps, args.device, args.repeats, clock, args.batch_size * args.seq_len)
         if args.device == "cpu":  # the FFN and the vocabulary head: the step's largest products
             rows = args.batch_size * args.seq_len
             shapes = [(rows, config.n_embd, config.intermediate_size), (rows, config.n_embd, VOCAB)]
-            flops, rate = matmul_flops(ours_step), gemm_rate(shapes)
-            report_floor(flops, rate, times, None)
+            flops, rate = matmul_flops(ours_step), gemm_rate(shapes, clock)
+            report_floor(flops, rate, times, None, clock)
             share = flops / rate / times["bertkit"]
-            print(f"  matmul FLOPs at {share:.0%} of the best fp32 GEMM rate (target >= {FLOOR_TARGET:.0%}: "
+            print(f"  matmul FLOPs at {share:.0%} of the best fp32 GEMM rate, both in {clock.label} (target >= {FLOOR_TARGET:.0%}: "
                   f"{'PASS' if share >= FLOOR_TARGET else 'MISS'}); {load_average()}")
 
 

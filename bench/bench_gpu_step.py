@@ -33,7 +33,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -41,6 +40,7 @@ import torch
 from bertkit.training.program import TrainingProgram
 
 sys.path.insert(0, os.path.dirname(__file__))
+from common import WALL  # noqa: E402  (wall time: every timing here ends with a synchronize)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -183,9 +183,9 @@ def loop_step_time(model, batch, args, compile_mode: str | None, output_dir: Pat
                             compile=compile_mode is not None, compile_mode=compile_mode or "default", progress=False, tensorboard=False, save_checkpoints=False, warmup_steps=0)
     device = "cuda:0" if args.device == "cuda" else args.device  # torch.cuda.set_device wants an index
     trainer = Trainer(FixedBatch(batch), config, output_dir, ctx=setup(device))
-    started = time.perf_counter()
+    started = WALL()
     result = trainer.train(model)
-    wall = time.perf_counter() - started
+    wall = WALL() - started
     record = [r for r in result.records if "tok/s" in r][-1]
     tokens = float(batch["attention_mask"].sum()) if "attention_mask" in batch else float(batch["input_ids"].numel())
     return tokens / record["tok/s"], {**record, "mfu_counted_as": trainer.describe_mfu(), "train_wall_s": wall}
@@ -210,11 +210,11 @@ def bare_step_time(model, batch, args, fused: bool) -> float:
     for _ in range(args.warmup):
         step()
     synchronize(device)
-    start = time.perf_counter()
+    start = WALL()
     for _ in range(args.steps):
         step()
     synchronize(device)
-    return (time.perf_counter() - start) / args.steps
+    return (WALL() - start) / args.steps
 
 
 def free_memory() -> None:
@@ -240,10 +240,10 @@ def measured_matmul(args) -> float | None:
     best = float("inf")
     for _ in range(6):
         synchronize(torch.device(args.device))
-        start = time.perf_counter()
+        start = WALL()
         torch.mm(a, b)
         synchronize(torch.device(args.device))
-        best = min(best, time.perf_counter() - start)
+        best = min(best, WALL() - start)
     return 2 * n**3 / best
 
 
@@ -338,10 +338,10 @@ def generate_case(args) -> dict:
 
         run()  # warm-up
         synchronize(device)
-        start = time.perf_counter()
+        start = WALL()
         produced = run()
         synchronize(device)
-        seconds = time.perf_counter() - start
+        seconds = WALL() - start
         results["runs"].append({"batch_size": batch_size, "new_tokens": produced, "seconds": seconds,
                                 "new_tokens_per_s": produced / seconds})
         print(f"  batch {batch_size:4d}: {produced} new tokens in {seconds:.2f} s = {produced / seconds:9.0f} tokens/s",

@@ -10,7 +10,8 @@ elsewhere); RoBERTa's vocabulary (50,265), one token type, 514 positions, dropou
   positions, fused decoder + loss) and the shared loop's optimizer (fused AdamW,
   beta2 0.98 as the `roberta` objective).
 - reference: transformers `RobertaForMaskedLM` (attn_implementation="sdpa", its MLM
-  head over all B x T positions) and `torch.optim.AdamW(betas=(0.9, 0.98))`.
+  head over all B x T positions) and `torch.optim.AdamW(betas=(0.9, 0.98))` ("transformers"),
+  or bertkit's optimizer ("transformers-eq"): both ratios printed, on the run's one clock.
 
 Both hold the same weights; a sanity check compares their losses in eval mode. Timing:
 best of `--repeats` interleaved rounds (bench.common.interleaved_best); the ratio
@@ -29,7 +30,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import add_step_arguments, compare_steps, step_clock  # noqa: E402
+from common import (add_step_arguments, compare_steps, reference_optimizers, step_clock,  # noqa: E402
+                    with_references)
 
 VOCAB = 50265
 BOS, PAD, EOS, UNK, MASK = 0, 1, 2, 3, VOCAB - 1  # roberta-base's special ids
@@ -70,9 +72,9 @@ def build_pair(preset: str, device: str):
     missing, unexpected = ref.load_state_dict(ours.state_dict(), strict=False)
     assert not unexpected and all(k.startswith("lm_head.decoder.") for k in missing), (missing, unexpected)
     ref.tie_weights()  # decoder weight = word embeddings, decoder bias = lm_head.bias, as in bertkit
-    ours_opt = build_optimizer(ours, dataclasses.replace(TrainingConfig(), adam_beta2=0.98))
-    ref_opt = torch.optim.AdamW(ref.parameters(), betas=(0.9, 0.98))
-    return config, ours, ours_opt, ref, ref_opt
+    training = dataclasses.replace(TrainingConfig(), adam_beta2=0.98)
+    ours_opt = build_optimizer(ours, training)
+    return config, ours, ours_opt, ref, reference_optimizers(ref, training=training, betas=(0.9, 0.98))
 
 
 def main() -> None:
@@ -83,12 +85,13 @@ def main() -> None:
     print(f"{header}; batch {args.batch_size} x "
           f"{args.seq_len}, vocab {VOCAB}, dropout 0.1; best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
-        config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.device)
+        config, ours, ours_opt, ref, ref_opts = build_pair(preset, args.device)
         batch = {k: v.to(args.device) for k, v in make_batch(args.batch_size, args.seq_len).items()}
         diff = sanity_check(ours, ref, batch)
         print(f"\n== {preset}: L{config.num_hidden_layers}/H{config.hidden_size}/A{config.num_attention_heads}, "
               f"{ours.num_parameters() / 1e6:.2f}M parameters, eval-mode |loss difference| {diff:.1e}")
-        compare_steps({"bertkit": step_function(ours, ours_opt, batch), "transformers": step_function(ref, ref_opt, batch)},
+        steps = with_references(step_function(ours, ours_opt, batch), ref_opts, lambda opt: step_function(ref, opt, batch))
+        compare_steps(steps,
                       args.device, args.repeats, clock, args.batch_size * args.seq_len)
 
 

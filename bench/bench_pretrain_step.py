@@ -7,11 +7,14 @@ and NSP labels, vocabulary 30,522, dropout 0.1 (training mode), fp32.
 - bertkit: `BertForPreTraining` and the optimizer of the shared training loop
   (`bertkit.training.optim.build_optimizer`: fused AdamW, decay on matrices only).
 - reference: transformers `BertForPreTraining` (attn_implementation="sdpa", its MLM head
-  over all B x T positions) and `torch.optim.AdamW` with default settings.
+  over all B x T positions) and `torch.optim.AdamW` with default settings ("transformers"),
+  or bertkit's optimizer ("transformers-eq", so the ratio leaves the optimizer out): both
+  ratios printed.
 
 Both models hold the same weights; a sanity check compares their losses in eval mode.
 Timing: best of `--repeats` interleaved rounds (bench.common.interleaved_best), so a
-drift in machine load hits both sides alike; the ratio is the figure to read.
+drift in machine load hits both sides alike, all on the run's one clock (printed); the
+ratio is the figure to read.
 
 MFU = useful FLOPs of bertkit's step / s, over the fp32 matmul peak measured here (a
 2048^3 `torch.mm` timed as one more interleaved candidate, best of the rounds). Useful
@@ -42,7 +45,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -51,7 +53,8 @@ if "--passive-wait" in sys.argv:  # read by OpenMP when it starts, i.e. when tor
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import interleaved_best, step_clock, synchronized  # noqa: E402
+from common import (WALL, add_clock_argument, interleaved_best, print_ratios, reference_optimizers,  # noqa: E402
+                    step_clock, synchronized)
 
 TARGETS = {"tiny": 6.0, "mini": 3.5}
 CLS, SEP, MASK, PAD, UNK = 101, 102, 103, 0, 100
@@ -126,9 +129,8 @@ def build_pair(preset: str, compile_model: bool, device: str = "cpu"):
     ref.tie_weights()
     ours, ref = ours.to(device), ref.to(device)
     ours_opt = build_optimizer(ours, TrainingConfig())
-    ref_opt = torch.optim.AdamW(ref.parameters())
     runner = torch.compile(ours) if compile_model else ours
-    return config, ours, runner, ours_opt, ref, ref_opt
+    return config, ours, runner, ours_opt, ref, reference_optimizers(ref)
 
 
 def step_function(model, optimizer, batch, precision: str = "fp32"):
@@ -161,8 +163,7 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--cpu-time", action="store_true",
-                        help="time CPU seconds instead of wall (needs --threads 1): robust on a machine shared with other jobs")
+    add_clock_argument(parser)
     parser.add_argument("--passive-wait", action="store_true",
                         help="OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning (shared machines)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile(bertkit model) (compile time reported apart)")
@@ -178,18 +179,18 @@ def main() -> None:
     print(f"{header}, {args.precision}{', OMP_WAIT_POLICY=PASSIVE' if args.passive_wait else ''}")
     print(f"batch {args.batch_size} x {args.seq_len}, vocab 30522, dropout 0.1; best of {args.repeats} interleaved rounds")
     for preset in args.sizes:
-        config, ours, runner, ours_opt, ref, ref_opt = build_pair(preset, args.compile, args.device)
+        config, ours, runner, ours_opt, ref, ref_opts = build_pair(preset, args.compile, args.device)
         batch = {k: v.to(args.device) for k, v in make_batch(config.vocab_size, args.batch_size, args.seq_len).items()}
         masked = int((batch["labels"] != -100).sum())
         diff = sanity_check(ours, ref, batch)
         peak_product, peak_flops = peak_matmul(args.device, args.precision)
         candidates = {"bertkit": step_function(ours, ours_opt, batch, args.precision),
-                      "transformers": step_function(ref, ref_opt, batch, args.precision), "peak": peak_product}
+                      **{name: step_function(ref, opt, batch, args.precision) for name, opt in ref_opts.items()},
+                      "peak": peak_product}
         if args.compile:
             compiled = step_function(runner, ours_opt, batch, args.precision)
-            start = time.perf_counter()
-            compiled()
-            print(f"[{preset}] torch.compile: first step (compilation included) {time.perf_counter() - start:.1f} s wall")
+            seconds, _ = WALL.elapsed(compiled)
+            print(f"[{preset}] torch.compile: first step (compilation included) {seconds:.1f} s wall")
             candidates["bertkit+compile"] = compiled
         candidates = {name: synchronized(step, args.device) for name, step in candidates.items()}
         for step in candidates.values():  # warm-up: optimizer state, allocator, kernels
@@ -211,6 +212,7 @@ def main() -> None:
             print(f"  compiled / eager bertkit: {times['bertkit'] / times['bertkit+compile']:.2f}")
         print(f"  useful FLOPs per step {flops / 1e9:.1f} G; ratio transformers / bertkit: {ratio:.2f}"
               + (f"  (target >= {target}: {verdict})" if target else ""))
+        print_ratios(times, clock)
 
 
 if __name__ == "__main__":

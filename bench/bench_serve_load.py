@@ -52,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_embed import make_texts  # noqa: E402
-from common import REPO  # noqa: E402
+from common import REPO, WALL  # noqa: E402
 
 SRC = REPO / "src"
 
@@ -211,7 +211,7 @@ def start(command: list[str], port: int, threads: int) -> subprocess.Popen:
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     import httpx
 
-    deadline = time.monotonic() + 300
+    deadline = WALL() + 300
     while True:
         if proc.poll() is not None:
             sys.exit(f"bench: server failed to start: {' '.join(command)}\n{proc.stderr.read()}")
@@ -220,7 +220,7 @@ def start(command: list[str], port: int, threads: int) -> subprocess.Popen:
                 return proc
         except httpx.TransportError:
             pass
-        if time.monotonic() > deadline:
+        if WALL() > deadline:
             proc.kill()
             sys.exit(f"bench: server did not come up: {' '.join(command)}")
         time.sleep(0.2)
@@ -273,27 +273,27 @@ async def drive(url: str, path: str, bodies: list[dict], clients: int, max_reque
     connections = [await asyncio.open_connection(host, int(port)) for _ in range(clients)]
     for index, request in enumerate(requests[: min(4, len(requests))]):  # warm-up: first forward passes
         await post_keepalive(*connections[index % clients], request)
-    stop_at = time.perf_counter() + max_seconds
+    stop_at = WALL() + max_seconds
 
     async def worker(connection):
         nonlocal sent, failures
         reader, writer = connection
-        while sent < max_requests and time.perf_counter() < stop_at:
+        while sent < max_requests and WALL() < stop_at:
             request = requests[sent % len(requests)]
             sent += 1
-            begin = time.perf_counter()
+            begin = WALL()
             try:
                 status = await post_keepalive(reader, writer, request)
             except (OSError, asyncio.IncompleteReadError):
                 failures += 1
                 reader, writer = await asyncio.open_connection(host, int(port))
                 continue
-            latencies.append(time.perf_counter() - begin)
+            latencies.append(WALL() - begin)
             failures += status != 200
 
-    start_time = time.perf_counter()
+    start_time = WALL()
     await asyncio.gather(*(worker(connection) for connection in connections))
-    elapsed = time.perf_counter() - start_time
+    elapsed = WALL() - start_time
     for _, writer in connections:
         writer.close()
     return latencies, elapsed, failures
@@ -303,7 +303,7 @@ async def stream_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      ) -> tuple[int, float | None, int]:
     """Send one streaming POST on a kept-alive connection and read its chunked server-sent
     events to the end: (status, seconds to the first token event, token events)."""
-    begin = time.perf_counter()
+    begin = WALL()
     writer.write(request)
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
@@ -319,7 +319,7 @@ async def stream_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             if event.startswith(b"data:") and b'"token"' in event:
                 tokens += 1
                 if first is None:
-                    first = time.perf_counter() - begin
+                    first = WALL() - begin
     return status, first, tokens
 
 
@@ -331,12 +331,12 @@ async def drive_streams(url: str, bodies: list[dict], clients: int, max_requests
     tokens = failures = sent = 0
     connections = [await asyncio.open_connection(host, int(port)) for _ in range(clients)]
     await stream_one(*connections[0], requests[0])  # warm-up
-    stop_at = time.perf_counter() + max_seconds
+    stop_at = WALL() + max_seconds
 
     async def worker(connection):
         nonlocal sent, failures, tokens
         reader, writer = connection
-        while sent < max_requests and time.perf_counter() < stop_at:
+        while sent < max_requests and WALL() < stop_at:
             request = requests[sent % len(requests)]
             sent += 1
             try:
@@ -350,9 +350,9 @@ async def drive_streams(url: str, bodies: list[dict], clients: int, max_requests
             if first is not None:
                 first_tokens.append(first)
 
-    start_time = time.perf_counter()
+    start_time = WALL()
     await asyncio.gather(*(worker(connection) for connection in connections))
-    elapsed = time.perf_counter() - start_time
+    elapsed = WALL() - start_time
     for _, writer in connections:
         writer.close()
     return first_tokens, tokens, elapsed, failures
@@ -424,9 +424,9 @@ def direct_latencies(model_dir: str, texts: list[str], count: int, threads: int)
         bertkit.embed([text], model=loaded)
     out = []
     for text in texts[:count]:
-        begin = time.perf_counter()
+        begin = WALL()
         bertkit.embed([text], model=loaded)
-        out.append(time.perf_counter() - begin)
+        out.append(WALL() - begin)
     return out
 
 

@@ -12,10 +12,11 @@ untied head).
 - bertkit: `T5ForConditionalGeneration` and the shared training loop's optimizer
   (`bertkit.training.optim.build_optimizer`: fused AdamW, decay on matrices only).
 - reference: transformers' `T5ForConditionalGeneration` (attn_implementation="sdpa") on
-  the same weights (loaded from the checkpoint bertkit saves) and `torch.optim.AdamW`.
+  the same weights (loaded from the checkpoint bertkit saves), with `torch.optim.AdamW` as it
+  ships ("transformers") and with bertkit's optimizer ("transformers-eq"): both ratios printed.
 
 A sanity check compares the two losses in eval mode. Timing: best of `--repeats`
-interleaved rounds (bench.common); the ratio transformers / bertkit step time is the
+interleaved rounds (bench.common), steps and floor on the run's one clock; the ratio transformers / bertkit step time is the
 figure to read (target >= 2 at t5-mini).
 """
 
@@ -31,7 +32,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import compare_steps, gemm_rate, matmul_flops, report_floor, report_target, step_clock  # noqa: E402
+from common import (add_clock_argument, compare_steps, gemm_rate, matmul_flops, reference_optimizers,  # noqa: E402
+                    report_floor, report_target, step_clock, with_references)
 
 VOCAB = 32128
 EOS, PAD = 1, 0
@@ -96,8 +98,7 @@ def build_pair(preset: str, dropout: float, device: str):
         ref = transformers.T5ForConditionalGeneration.from_pretrained(directory, attn_implementation="sdpa")
     ours, ref = ours.to(device).train(), ref.to(device).train()
     ours_opt = build_optimizer(ours, TrainingConfig())
-    ref_opt = torch.optim.AdamW(ref.parameters())
-    return config, ours, ours_opt, ref, ref_opt
+    return config, ours, ours_opt, ref, reference_optimizers(ref)
 
 
 def main() -> None:
@@ -109,7 +110,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (fp32 on both sides)")
-    parser.add_argument("--cpu-time", action="store_true", help="time CPU seconds (with --threads 1) instead of wall")
+    add_clock_argument(parser)
     parser.add_argument("--dropout", type=float, default=0.1, help="dropout_rate (the presets' 0.1)")
     args = parser.parse_args()
     clock, header = step_clock(parser, args)
@@ -121,19 +122,19 @@ def main() -> None:
           f"vocab {VOCAB}, dropout {args.dropout}; best of {args.repeats} interleaved rounds")
     batch = {k: v.to(args.device) for k, v in batch.items()}
     for preset in args.sizes:
-        config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.dropout, args.device)
+        config, ours, ours_opt, ref, ref_opts = build_pair(preset, args.dropout, args.device)
         diff = sanity_check(ours, ref, batch)
         print(f"\n== {preset}: L{config.num_layers}+{config.num_decoder_layers}/d{config.d_model}/ff{config.d_ff}/"
               f"h{config.num_heads}, {config.feed_forward_proj}, {ours.num_parameters() / 1e6:.2f}M parameters, "
               f"eval-mode |loss difference| {diff:.1e}")
         ours_step = step_function(ours, ours_opt, batch)
-        times = compare_steps({"bertkit": ours_step, "transformers": step_function(ref, ref_opt, batch)},
+        times = compare_steps(with_references(ours_step, ref_opts, lambda opt: step_function(ref, opt, batch)),
                               args.device, args.repeats, clock, args.batch_size * (source + target))
         report_target(times, TARGETS.get(preset))
         if args.device == "cpu":  # the encoder's FFN and the head: the step's largest products
             rows = args.batch_size * source
             shapes = [(rows, config.d_model, config.d_ff), (args.batch_size * target, config.d_model, VOCAB)]
-            report_floor(matmul_flops(ours_step), gemm_rate(shapes), times, TARGETS.get(preset))
+            report_floor(matmul_flops(ours_step), gemm_rate(shapes, clock), times, TARGETS.get(preset), clock)
 
 
 if __name__ == "__main__":

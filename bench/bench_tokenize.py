@@ -30,7 +30,7 @@ from pathlib import Path
 from bertkit.tokenization import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import data_dir, interleaved_best, rust_encode_batch  # noqa: E402
+from common import add_clock_argument, clock_of, data_dir, interleaved_best, rust_encode_batch  # noqa: E402
 
 MAX_LENGTH = 128
 
@@ -67,7 +67,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=7)
+    add_clock_argument(parser)
     args = parser.parse_args()
+    clock = clock_of(args, parser)
 
     texts = load_texts(args.texts)
     tok = Tokenizer.from_pretrained(model_dir())
@@ -96,11 +98,11 @@ def main() -> None:
 
     for run in candidates.values():  # warm-up
         run(texts[:500])
-    timings, _ = interleaved_best({name: partial(run, texts) for name, run in candidates.items()}, args.repeats)
+    timings, _ = interleaved_best({name: partial(run, texts) for name, run in candidates.items()}, args.repeats, clock)
     rate = {name: len(texts) / best for name, best in timings.items()}  # best of N: least disturbed
     n_tokens = sum(len(row) for row in tok(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"])
     print(f"{len(texts)} texts ({n_tokens / len(texts):.1f} tokens each after truncation to {MAX_LENGTH}), "
-          f"padding=longest, best of {args.repeats} repeats, {os.cpu_count()} CPU cores")  # fmt: skip
+          f"padding=longest, best of {args.repeats} repeats, {clock.label}, {os.cpu_count()} CPU cores")  # fmt: skip
     for name, value in rate.items():
         print(f"  {name:<56} {value:>10,.0f} texts/s")
     base, fields = rate["tokenizers encode_batch"], rate["tokenizers encode_batch + read ids/types/mask"]

@@ -138,7 +138,7 @@ def main() -> None:
     chars = sum(os.path.getsize(f) for f in files)
     print(
         f"corpus: {len(files)} files ({chars / 2**20:.1f} MiB on disk), vocab {args.vocab_size}, "
-        f"{multiprocessing.cpu_count()} cores, best of {args.repeats}"
+        f"{multiprocessing.cpu_count()} cores, best of {args.repeats}, wall time of each trainer's own process"
     )
     results: dict[str, tuple[float, float, int]] = {}
     for _ in range(args.repeats):  # interleaved, so a busy moment hurts every trainer alike

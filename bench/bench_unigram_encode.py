@@ -31,7 +31,7 @@ from bertkit.tokenization import Tokenizer
 from bertkit.tokenization.train import TrainOptions, train_tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import data_dir, interleaved_best, rust_encode_batch  # noqa: E402
+from common import add_clock_argument, clock_of, data_dir, interleaved_best, rust_encode_batch  # noqa: E402
 
 MAX_LENGTH = 128
 
@@ -61,7 +61,9 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=16_000)
     parser.add_argument("--layout", default="xlnet", choices=["xlnet", "t5", "albert"])
     parser.add_argument("--train-lines", type=int, default=50_000, help="lines of each language to train on")
+    add_clock_argument(parser)
     args = parser.parse_args()
+    clock = clock_of(args, parser)
 
     korean, english = source_lines()
     half = args.texts // 2
@@ -96,12 +98,12 @@ def main() -> None:
 
         for run in candidates.values():  # warm-up
             run(texts[:500])
-        timings, _ = interleaved_best({name: partial(run, texts) for name, run in candidates.items()}, args.repeats)
+        timings, _ = interleaved_best({name: partial(run, texts) for name, run in candidates.items()}, args.repeats, clock)
     rate = {name: len(texts) / best for name, best in timings.items()}  # best of N: least disturbed
     n_tokens = sum(len(row) for row in tok(texts, truncation=True, max_length=MAX_LENGTH)["input_ids"])
     print(f"{len(texts)} texts ({n_tokens / len(texts):.1f} tokens each after truncation to {MAX_LENGTH}), "
           f"Unigram vocab {len(tok):,} ({args.layout if not args.tokenizer else directory}), padding=longest "
-          f"on the {tok.padding_side}, best of {args.repeats} repeats, {os.cpu_count()} CPU cores")  # fmt: skip
+          f"on the {tok.padding_side}, best of {args.repeats} repeats, {clock.label}, {os.cpu_count()} CPU cores")  # fmt: skip
     for name, value in rate.items():
         print(f"  {name:<50} {value:>10,.0f} texts/s")
     base, fields = rate["tokenizers encode_batch"], rate["tokenizers encode_batch + read ids/types/mask"]

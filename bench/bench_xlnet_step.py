@@ -11,10 +11,12 @@ then `bertkit.objectives.xlnet.xlnet_inputs` makes perm_mask (B, T, T), target_m
 - bertkit: `XLNetLMHeadModel` and the shared training loop's optimizer
   (`bertkit.training.optim.build_optimizer`: fused AdamW, decay on matrices only).
 - reference: transformers' `XLNetLMHeadModel` on the same weights (loaded from the
-  checkpoint bertkit saves) and `torch.optim.AdamW`.
+  checkpoint bertkit saves), with `torch.optim.AdamW` as it ships ("transformers") and with
+  bertkit's optimizer ("transformers-eq"): both ratios printed.
 
 A sanity check compares the two losses in eval mode. Timing: one warm-up step each, then
-the median of `--repeats` interleaved rounds (bench.common), the load average printed
+the median of `--repeats` interleaved rounds (bench.common), steps and floor on the run's
+one clock, the load average printed
 with it; the ratio transformers / bertkit step time is the figure to read (target >= 3
 at mini).
 
@@ -35,8 +37,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_pretrain_step import sanity_check, step_function  # noqa: E402
-from common import (add_step_arguments, compare_medians, gemm_rate, matmul_flops, report_floor,  # noqa: E402
-                    report_target, step_clock)
+from common import (add_step_arguments, compare_medians, gemm_rate, matmul_flops,  # noqa: E402
+                    reference_optimizers, report_floor, report_target, step_clock,
+                    with_references)
 
 VOCAB = 32000
 UNK, BOS, EOS, CLS, SEP, PAD, MASK = range(7)  # XLNet's special ids (xlnet-base-cased)
@@ -94,7 +97,7 @@ def build_pair(preset: str, dropout: float, device: str):
     with tempfile.TemporaryDirectory() as directory:
         ref = reference_copy(ours, transformers.XLNetLMHeadModel, directory)
     ours, ref = ours.to(device).train(), ref.to(device).train()
-    return config, ours, build_optimizer(ours, TrainingConfig()), ref, torch.optim.AdamW(ref.parameters())
+    return config, ours, build_optimizer(ours, TrainingConfig()), ref, reference_optimizers(ref)
 
 
 def main() -> None:
@@ -110,17 +113,17 @@ def main() -> None:
           f"median of {args.repeats} interleaved rounds after one warm-up step")
     batch = {k: v.to(args.device) for k, v in batch.items()}
     for preset in args.sizes:
-        config, ours, ours_opt, ref, ref_opt = build_pair(preset, args.dropout, args.device)
+        config, ours, ours_opt, ref, ref_opts = build_pair(preset, args.dropout, args.device)
         diff = sanity_check(ours, ref, batch)
         print(f"\n== {preset}: L{config.n_layer}/d{config.d_model}/ff{config.d_inner}/h{config.n_head}, "
               f"{ours.num_parameters() / 1e6:.2f}M parameters, eval-mode |loss difference| {diff:.1e}")
         ours_step = step_function(ours, ours_opt, batch)
-        times = compare_medians({"bertkit": ours_step, "transformers": step_function(ref, ref_opt, batch)},
+        times = compare_medians(with_references(ours_step, ref_opts, lambda opt: step_function(ref, opt, batch)),
                                 args.device, args.repeats, clock, "tokens", args.batch_size * args.seq_len)
         report_target(times, TARGETS.get(preset))
         if args.device == "cpu":  # the content stream's FFN and the head at the targets: the largest products
             shapes = [(args.batch_size * args.seq_len, config.d_model, config.d_inner), (predicted, config.d_model, VOCAB)]
-            report_floor(matmul_flops(ours_step), gemm_rate(shapes), times, TARGETS.get(preset))
+            report_floor(matmul_flops(ours_step), gemm_rate(shapes, clock), times, TARGETS.get(preset), clock)
 
 
 if __name__ == "__main__":
