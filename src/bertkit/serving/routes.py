@@ -78,10 +78,13 @@ async def fill_mask(state, request: Request):
 
 
 async def root(state, request: Request):
-    """POST /: what the model serves (ServedModel.serves), as TEI and TGI answer their root."""
+    """POST /: what the model serves (ServedModel.serves), as TEI and TGI answer their root. A generator
+    that also embeds (GPT, BART: /info lists /embed) takes TEI's root requests a prompt cannot be: a list
+    of texts embeds (huggingface_hub's feature_extraction), {"source_sentence", "sentences"} scores
+    similarity (its sentence_similarity); a text generates (TGI's)."""
     body = await read_json(request, state.config.max_body_bytes)
     serves = state.served.serves
-    if serves == "generate":
+    if serves == "generate" and not (state.served.has("encoder") and isinstance(body.get("inputs"), (list, dict))):
         return await (tgi.generate_stream_body if body.get("stream") is True else tgi.generate_body)(state, body)
     if serves == "predict":
         return await tei.predict_body(state, body)
