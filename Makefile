@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bertkit-installed
 
-.PHONY: install demo demo-gpt test bench clean browser
+.PHONY: install demo demo-gpt test bench bench-quick clean browser
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -39,10 +39,13 @@ browser:
 test: $(STAMP) browser
 	$(PY) -m pytest -q -n auto
 
+# every bench the README's table cites, with its row's options (hours: fine-tuning runs);
+# BENCH_QUICK=1 or `make bench-quick`: each in its smallest mode (minutes; a check, not the table)
 bench: $(STAMP)
-	$(PY) bench/bench_embed.py
-	$(PY) bench/bench_tokenize.py
-	$(PY) bench/bench_tokenizer_training.py
+	$(PY) bench/run_all.py $(if $(BENCH_QUICK),--quick)
+
+bench-quick: $(STAMP)
+	$(PY) bench/run_all.py --quick
 
 clean:
 	rm -rf $(VENV)
