@@ -13,6 +13,7 @@ returns the masked-LM's top-k there.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 
@@ -58,6 +59,16 @@ def _encoded(tokenizer, text: str, pair: str | None, limit: int):
     return encoded, total
 
 
+def attention_refusal(encoder, source: str | os.PathLike = "the model") -> str | None:
+    """Why `encoder` cannot be drawn (its forward takes no `output_attentions`: T5, BART and ELMo
+    return no attention weights in bertkit), in one line naming `source`; None when it can."""
+    if "output_attentions" in inspect.signature(encoder.forward).parameters:
+        return None
+    model_type = getattr(getattr(encoder, "config", None), "model_type", type(encoder).__name__)
+    return (f"{source}: {model_type} models return no attention weights in bertkit, so inspect cannot draw them "
+            "(it draws the encoders' and GPT's)")
+
+
 def attention_map(text: str, model: str | os.PathLike | LoadedModel, pair: str | None = None,
                   max_length: int = DEFAULT_MAX_TOKENS) -> AttentionMap:
     """Every layer's and head's attention probabilities for `text` (and `pair`), cut to
@@ -67,6 +78,9 @@ def attention_map(text: str, model: str | os.PathLike | LoadedModel, pair: str |
         raise BertkitError(f"max_length: must be >= 2, got {max_length}")
     loaded = model if isinstance(model, LoadedModel) else load_encoder(model)
     encoder, tokenizer = loaded.backbone, loaded.tokenizer
+    refusal = attention_refusal(encoder, loaded.directory)
+    if refusal is not None:
+        raise BertkitError(refusal)
     encoded, total = _encoded(tokenizer, text, pair, min(max_length, max_tokens(encoder)))
     was_training = encoder.training
     encoder.eval()

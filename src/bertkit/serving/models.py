@@ -119,12 +119,37 @@ class ServedModel:
                     raise
                 missing["encoder"] = str(exc)
         tokenizer = Tokenizer.from_pretrained(directory)  # the event loop's own (module docstring)
-        return cls(directory, precision, task, encoder, masked_lm, tokenizer, missing, generator)
+        served = cls(directory, precision, task, encoder, masked_lm, tokenizer, missing, generator)
+        if served.reranker is None:
+            missing["reranker"] = "model is not a re-ranker model (it needs a text-pair classifier)"
+        if encoder is not None and served.attention is None:
+            from bertkit.inference.attention import attention_refusal
+
+            missing["attention"] = attention_refusal(encoder.backbone, directory)
+        return served
 
     # ------------------------------------------------------------------ what it serves
 
     def has(self, capability: str) -> bool:
         return getattr(self, capability) is not None
+
+    @property
+    def reranker(self) -> LoadedModel | None:
+        """The task model when it classifies text pairs (POST /rerank, TEI's re-ranker)."""
+        from bertkit.tasks.registry import get_task_family
+
+        task = self.task
+        if task is None or get_task_family(task.spec.family).head_name != "classification":
+            return None
+        return task if task.spec.has_pairs else None
+
+    @property
+    def attention(self) -> LoadedModel | None:
+        """The encoder when it returns attention weights (GET /inspect; not T5, BART or ELMo)."""
+        from bertkit.inference.attention import attention_refusal
+
+        encoder = self.encoder
+        return encoder if encoder is not None and attention_refusal(encoder.backbone) is None else None
 
     @property
     def embed_limit(self) -> int:

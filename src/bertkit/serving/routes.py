@@ -133,7 +133,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/embed_all", tei.embed_all, "encoder", "every token's vector (TEI)"),
     Route("POST", "/similarity", tei.similarity, "encoder", "cosine of sentences to a source sentence (TEI)"),
     Route("POST", "/predict", tei.predict, "task", "the task head's predictions (TEI)"),
-    Route("POST", "/rerank", tei.rerank, "task", "texts ranked against a query by a pair classifier (TEI)"),
+    Route("POST", "/rerank", tei.rerank, "reranker", "texts ranked against a query by a pair classifier (TEI)"),
     Route("POST", "/tokenize", tei.tokenize, summary="tokens with offsets (TEI)"),
     Route("POST", "/decode", tei.decode, summary="token ids back to text (TEI)"),
     Route("POST", "/fill-mask", fill_mask, "masked_lm", "top-k tokens for each mask"),
@@ -145,5 +145,5 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/completions", openai.completions, "generator", "OpenAI-compatible completions"),
     Route("POST", "/v1/chat/completions", openai.chat_completions, "generator",
           "OpenAI-compatible chat completions (the checkpoint's chat template)"),
-    Route("GET", "/inspect", inspect, "encoder", "the attention page of ?text=...&pair=..."),
+    Route("GET", "/inspect", inspect, "attention", "the attention page of ?text=...&pair=..."),
 )

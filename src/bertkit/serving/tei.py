@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 
 from bertkit.serving import requests as body_fields
 from bertkit.serving.jobs import embeddings, extras_headers, run_batched, text_sizes
-from bertkit.serving.requests import check_fields, invalid, not_served, read_json, refused_input
+from bertkit.serving.requests import check_fields, invalid, read_json, refused_input
 
 TRUNCATION = ("truncate", "truncation_direction")
 
@@ -188,9 +188,7 @@ async def rerank(state, request: Request):
     body = await read_json(request, state.config.max_body_bytes)
     check_fields(body, ("query", "texts"), ("return_text", "raw_scores", *TRUNCATION))
     _no_raw_scores(body)
-    served = state.served
-    if not (_is_classifier(served) and served.task.spec.has_pairs):
-        raise not_served("/rerank: model is not a re-ranker model (it needs a text-pair classifier)")
+    served = state.served  # a text-pair classifier: the route's capability (ServedModel.reranker)
     query = body["query"]
     if not isinstance(query, str) or not query.strip():
         raise invalid("query: expected a non-empty text")
