@@ -287,6 +287,16 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": "bertkit.model.xlnet.modeling:XLNetForMultipleChoice",
         "qa": "bertkit.model.xlnet.modeling:XLNetForQuestionAnsweringSimple",
     }, input_names=("input_ids", "token_type_ids", "attention_mask", "perm_mask", "target_mapping"), distillable=False),
+    # rotary positions, alternating global / sliding-window attention, GeGLU; no token types (transformers' "modernbert")
+    "modernbert": ModelFamily("modernbert", "bertkit.model.modernbert.config:ModernBertConfig",
+                              "bertkit.model.modernbert.modeling:ModernBertModel", "model", {
+        "classification": "bertkit.model.modernbert.modeling:ModernBertForSequenceClassification",
+        "tagging": "bertkit.model.modernbert.modeling:ModernBertForTokenClassification",
+        "multiple_choice": "bertkit.model.modernbert.modeling:ModernBertForMultipleChoice",
+        "qa": "bertkit.model.modernbert.modeling:ModernBertForQuestionAnswering",
+    }, mlm=MaskedLM("bertkit.model.modernbert.modeling:ModernBertForMaskedLM", ("head.", "decoder."),
+                    "a ModernBertForMaskedLM checkpoint"), input_names=("input_ids", "attention_mask"),
+        distillable=False),
     # decoder-only: token_type_ids are not among the inputs, because GPT looks them up in its token
     # table and encoder batches hold BERT's 0/1 segment ids there
     # multiple choice: transformers' double-heads model (one sequence per choice, the score read
