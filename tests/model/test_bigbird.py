@@ -3,6 +3,9 @@ padded batches, every head; the block-sparse pattern itself; config and presets.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 import transformers
@@ -22,6 +25,7 @@ from bertkit.model.bigbird.modeling import (
 from bertkit.model.families import MODEL_FAMILIES
 
 SEP = 3
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tasks"
 
 
 def _config(**overrides) -> BigBirdConfig:
@@ -243,3 +247,49 @@ def test_config_presets_registry_and_errors(tmp_path):
     assert family.built_on == "bert" and family.can_fill_mask
     assert set(family.task_families) == {"classification", "tagging", "multiple_choice", "qa"}
     assert bertkit.BigBirdForQuestionAnswering is BigBirdForQuestionAnswering
+
+
+def test_a_long_document_is_one_sequence_for_qa(tmp_path, minilm_dir):
+    """SQuAD's task encoding takes a ~1,300-token document whole at max_seq_length 4096 (no doc-stride
+    windows), and a bigbird-tiny QA model reads it block-sparse; at 384 tokens it takes several windows."""
+    from bertkit import Tokenizer
+    from bertkit.tasks import qa
+
+    fixture = json.loads((FIXTURES / "squad_dev-v1.1.json").read_text(encoding="utf-8"))
+    context, questions = "", []
+    for article in fixture["data"]:
+        for paragraph in article["paragraphs"]:
+            offset = len(context) + (1 if context else 0)
+            context = f"{context} {paragraph['context']}" if context else paragraph["context"]
+            questions += [{**q, "answers": [{**a, "answer_start": a["answer_start"] + offset} for a in q["answers"]]}
+                          for q in paragraph["qas"]]
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [
+        {"title": "all", "paragraphs": [{"context": context, "qas": questions[:4]}]}]}), encoding="utf-8")
+    examples = qa.read_examples(path, training=True)
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    whole = qa.encode(examples, tokenizer, 4096, training=True)
+    assert len(whole) == len(examples) == 4 and 1200 < len(whole[0]["input_ids"]) <= 4096
+    assert len(qa.encode(examples, tokenizer, 384, training=True)) > 3 * len(examples)
+    config = BigBirdConfig.from_preset("bigbird-tiny", vocab_size=tokenizer.vocab_size, sep_token_id=tokenizer.sep_token_id)
+    torch.manual_seed(7)
+    model = BigBirdForQuestionAnswering(config).eval()
+    batch = qa.collate(whole[:2], tokenizer.pad_token_id)
+    assert model.bert.uses_sparse_attention(batch["input_ids"].shape[1])
+    with torch.no_grad():
+        out = model(batch["input_ids"], batch["attention_mask"], token_type_ids=batch["token_type_ids"],
+                    start_positions=batch["start_positions"], end_positions=batch["end_positions"])
+    assert out.start_logits.shape == batch["input_ids"].shape and torch.isfinite(out.loss)
+
+
+def test_recipes_from_the_registry(minilm_dir):
+    """Pre-training defaults per bigbird preset; fine-tuning gives the QA head the tokenizer's [SEP]."""
+    from bertkit import Tokenizer
+
+    family = MODEL_FAMILIES["big_bird"]
+    assert family.pretraining_recipe("default").values("bigbird-tiny")["lr"] > family.pretraining_recipe(
+        "default").values("bigbird-mini")["lr"]
+    assert family.pretraining_recipe("budget").values(None)["preset"] == "bigbird-tiny"
+    tokenizer = Tokenizer.from_pretrained(minilm_dir)
+    _, config = family.finetuning_recipe().prepare(tokenizer, BigBirdConfig.from_preset("bigbird-tiny"), "here")
+    assert config.sep_token_id == tokenizer.sep_token_id == 102
