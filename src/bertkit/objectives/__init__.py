@@ -21,6 +21,7 @@ OBJECTIVES = {
     "spanbert": "bertkit.objectives.spanbert:SpanBertObjective",
     "ltr": "bertkit.objectives.ltr:LtrObjective",
     "electra": "bertkit.objectives.electra:ElectraObjective",
+    "deberta-v3": "bertkit.objectives.deberta_v3:DebertaV3Objective",
     "albert": "bertkit.objectives.albert:AlbertObjective",
     "xlnet": "bertkit.objectives.xlnet:XLNetObjective",
     "t5": "bertkit.objectives.t5:T5Objective",

@@ -208,20 +208,25 @@ class ElectraObjective(MaskedLMObjective):
         generator = ElectraForMaskedLM(generator_config(config, (settings or ElectraSettings()).generator_size))
         return ElectraPretrainingModel(discriminator, generator)
 
+    # the run's parts: a subclass with other models (DeBERTa-v3's) names its own
+    discriminator_class = ElectraForPreTraining
+    generator_class = ElectraForMaskedLM
+    pretraining_model_class = ElectraPretrainingModel
+
     @classmethod
     def load_model(cls, directory: Path) -> ElectraPretrainingModel:
-        """An ELECTRA run's folder: the discriminator, and the generator in generator/."""
+        """A run's folder: the discriminator, and the generator in generator/."""
         from bertkit.model.families import read_model_type
 
         directory = Path(directory)
-        model_type = read_model_type(directory)
-        if model_type != "electra" or not (directory / GENERATOR_DIR).is_dir():
-            what = f"a {model_type} checkpoint" if model_type != "electra" else f"an ELECTRA model without {GENERATOR_DIR}/"
-            raise BertkitError(f"{directory}: {what}; --objective electra continues from an ELECTRA run's folder "
-                               f"(the discriminator plus its generator in {GENERATOR_DIR}/)")
+        model_type, expected = read_model_type(directory), cls.model_family().model_type
+        if model_type != expected or not (directory / GENERATOR_DIR).is_dir():
+            what = f"a {model_type} checkpoint" if model_type != expected else f"a checkpoint without {GENERATOR_DIR}/"
+            raise BertkitError(f"{directory}: {what}; --objective {cls.name} continues from the folder of an "
+                               f"--objective {cls.name} run (the discriminator plus its generator in {GENERATOR_DIR}/)")
         try:
-            model = ElectraPretrainingModel(ElectraForPreTraining.from_pretrained(directory),
-                                            ElectraForMaskedLM.from_pretrained(directory / GENERATOR_DIR))
+            model = cls.pretraining_model_class(cls.discriminator_class.from_pretrained(directory),
+                                                cls.generator_class.from_pretrained(directory / GENERATOR_DIR))
         except BertkitError as exc:
             raise BertkitError(f"{directory}: {exc}") from None
         model.train()
