@@ -72,6 +72,20 @@ def measure_memory(mode: str, length: int, batch: int, threads: int) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
+def table(results: dict) -> str:
+    """The markdown table of a results file (docs/successors.md's BigBird section)."""
+    lines = [f"{results['model']}, batch {results['batch_size']}, {results['threads']} thread(s), "
+             f"{results['clock']} (best of {results['repeats']}), load average {results['load_average'][0]:.1f}", "",
+             "| tokens | block_sparse s | original_full s | full / sparse | block_sparse peak MiB | original_full peak MiB |",
+             "|---|---|---|---|---|---|"]
+    for row in results["rows"]:
+        seconds, memory = row["seconds"], row["peak_mib"]
+        lines.append(f"| {row['tokens']} | {seconds['block_sparse']:.3f} | {seconds['original_full']:.3f} | "
+                     f"{seconds['original_full'] / seconds['block_sparse']:.2f} | {memory['block_sparse']:.0f} | "
+                     f"{memory['original_full']:.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
@@ -80,33 +94,33 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--output", help="write the figures as JSON here")
+    parser.add_argument("--table", metavar="JSON", help="print the markdown table of a results file and stop")
     parser.add_argument("--memory-of", nargs=2, metavar=("MODE", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.memory_of:
         print(peak_growth_mib(args.memory_of[0], int(args.memory_of[1]), args.batch_size))
         return
+    if args.table:
+        print(table(json.load(open(args.table))))
+        return
     clock = clock_of(args, parser)
     models = {mode: model(mode) for mode in MODES}
     rows = []
     print(f"bigbird-tiny forward, batch {args.batch_size}, {args.threads} thread(s), {clock.label}, {load_average()}")
-    print("| tokens | block_sparse s | original_full s | full / sparse | block_sparse peak MiB | original_full peak MiB |")
-    print("|---|---|---|---|---|---|")
     for length in args.lengths:
         ids = inputs(length, args.batch_size)
         with torch.no_grad():
             times, _ = interleaved_best({mode: (lambda m=m: m(ids)) for mode, m in models.items()}, args.repeats, clock)
         memory = {mode: measure_memory(mode, length, args.batch_size, args.threads) for mode in MODES}
-        row = {"tokens": length, "seconds": times, "peak_mib": memory}
-        rows.append(row)
-        print(f"| {length} | {times['block_sparse']:.3f} | {times['original_full']:.3f} | "
-              f"{times['original_full'] / times['block_sparse']:.2f} | {memory['block_sparse']:.0f} | "
-              f"{memory['original_full']:.0f} |", flush=True)
+        rows.append({"tokens": length, "seconds": times, "peak_mib": memory})
+        print(json.dumps(rows[-1]), flush=True)
+    results = {"model": "bigbird-tiny (vocab 4000)", "batch_size": args.batch_size, "threads": args.threads,
+               "clock": clock.label, "repeats": args.repeats, "load_average": os.getloadavg(), "rows": rows}
+    print(table(results))
     if args.output:
         with open(args.output, "w") as out:
-            json.dump({"model": "bigbird-tiny (vocab 4000)", "batch_size": args.batch_size, "threads": args.threads,
-                       "clock": clock.label, "repeats": args.repeats, "load_average": os.getloadavg(),
-                       "rows": rows}, out, indent=1)
+            json.dump(results, out, indent=1)
             out.write("\n")
 
 

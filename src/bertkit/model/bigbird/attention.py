@@ -110,17 +110,18 @@ class BigBirdSelfAttention(BertSelfAttention):
         # query blocks 1..n-2: their 5 + r gathered key blocks
         indices, repeated = key_block_indices(blocks, self.random_blocks(blocks, query.device))  # (heads, n-2, S)
         slots = indices.shape[-1]
-        flat = indices.reshape(1, heads, -1, 1, 1).expand(batch, -1, -1, block, head_dim)  # (B, heads, (n-2) S, block, d)
-        gathered_keys = key.view(batch, heads, blocks, block, head_dim).gather(2, flat)
-        gathered_values = value.view(batch, heads, blocks, block, head_dim).gather(2, flat)
-        gathered_keys = gathered_keys.view(batch, heads, blocks - 2, slots * block, head_dim)
-        gathered_values = gathered_values.view(batch, heads, blocks - 2, slots * block, head_dim)
-        middle_queries = query.view(batch, heads, blocks, block, head_dim)[:, :, 1:-1]  # (B, heads, n-2, block, d)
-        scores = torch.matmul(middle_queries, gathered_keys.transpose(-1, -2)) * scale  # (B, heads, n-2, block, S block)
+        head = torch.arange(heads, device=query.device)[:, None, None]  # (heads, 1, 1)
+        gathered_keys, gathered_values = (  # (B, heads, n-2, S block, d)
+            x.view(batch, heads, blocks, block, head_dim)[:, head, indices].view(batch, heads, blocks - 2,
+                                                                                 slots * block, head_dim)
+            for x in (key, value))
+        middle_queries = query.view(batch, heads, blocks, block, head_dim)[:, :, 1:-1] * scale  # (B, h, n-2, block, d)
         key_keep = mask.blocked.to(query.dtype)[:, indices]  # (B, heads, n-2, S, block)
-        scores = scores + ((1.0 - key_keep) * MASK_PENALTY).view(batch, heads, blocks - 2, 1, slots * block)
         unused = repeated[:, :, None].expand(-1, -1, block).reshape(blocks - 2, 1, slots * block)  # (n-2, 1, S block)
-        middle_probs = scores.masked_fill(unused, float("-inf")).softmax(dim=-1)
+        middle_penalty = ((1.0 - key_keep) * MASK_PENALTY).view(batch, heads, blocks - 2, 1, slots * block)
+        middle_penalty = middle_penalty.masked_fill(unused, float("-inf"))  # a repeated global slot takes no part
+        scores = torch.matmul(middle_queries, gathered_keys.transpose(-1, -2)) + middle_penalty  # (B, h, n-2, block, S block)
+        middle_probs = scores.softmax(dim=-1)
         middle_context = torch.matmul(middle_probs, gathered_values)  # (B, heads, n-2, block, d)
 
         context = torch.cat([global_context[:, :, :block], middle_context.reshape(batch, heads, -1, head_dim),
