@@ -215,8 +215,9 @@ def _task_model(directory: Path, config, program_cls):
 
 def load_encoder(directory: str | os.PathLike, device: str | None = None, tokenizer=None,
                  precision: str = DEFAULT_PRECISION) -> LoadedModel:
-    """The family's bare encoder (BertModel, RobertaModel, ElectraModel, AlbertModel) from any
-    checkpoint of the family, its tokenizer (`tokenizer`: one given instead) and its
+    """The family's bare encoder (BertModel, RobertaModel, ElectraModel, AlbertModel; its registry
+    entry's `embedder` where it names one: T5's encoder alone) from any checkpoint of the family,
+    its tokenizer (`tokenizer`: one given instead) and its
     sentence-transformers modules (if any)."""
     from bertkit.inference.sentence_modules import read_sentence_modules
     from bertkit.model.families import family_of
@@ -224,7 +225,7 @@ def load_encoder(directory: str | os.PathLike, device: str | None = None, tokeni
 
     precision = check_precision(precision)
     modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
-    model = place(family_of(directory).backbone_class().from_pretrained(directory), device, precision)
+    model = place(family_of(directory).embedder_class().from_pretrained(directory), device, precision)
     tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
     return LoadedModel(Path(directory), model, tokenizer, sentence_modules=modules, precision=precision)
 

@@ -6,7 +6,8 @@ double-heads model -> `mc_logits`: the output field its registry head names) or,
 other checkpoint, the bare encoder (`last_hidden_state`, `sentence_embedding` — the
 vector `bertkit embed` gives by default: a sentence-transformers folder's pooling and
 normalization, else the mean over real tokens — and `pooler_output` where the model has
-a pooler). Inputs are the family's (`input_ids`, `attention_mask`, `token_type_ids`),
+a pooler; a text-to-text or pre-trained T5, BART or GPT exports that encoder too, since
+generation is a loop of cached decoder calls that one graph does not hold). Inputs are the family's (`input_ids`, `attention_mask`, `token_type_ids`),
 int64, with the axes named as optimum names them: `batch_size`, `sequence_length` and,
 for multiple choice, `num_choices` between them.
 
@@ -100,7 +101,8 @@ class _ExportedEncoder(torch.nn.Module):
         return ["last_hidden_state", "sentence_embedding"] + (["pooler_output"] if self.has_pooler else [])
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        out = self.model(**model_inputs(self.model, batch))  # the inputs the family takes (no token types: T5, BART)
         sentence = pool_tokens(out.last_hidden_state, attention_mask, self.pooling)
         if self.normalize:
             sentence = torch.nn.functional.normalize(sentence, dim=-1)
@@ -145,7 +147,7 @@ def export_onnx(model: str | os.PathLike, output: str | os.PathLike, precision: 
     output = Path(output)
     if output.suffix != ".onnx":
         raise BertkitError(f"--output {output}: expected a .onnx file name")
-    loaded = load_finetuned(model, device="cpu") if is_finetuned(model) else load_encoder(model, device="cpu")
+    loaded = _exported_model(model)
     # a decoder without a pad token (GPT-2) pads with EOS; the sidecar names what was used
     loaded = replace(loaded, tokenizer=loaded.tokenizer.with_eos_padding(getattr(loaded.config, "eos_token_id", None)))
     family = loaded.program_cls.task_family() if loaded.spec is not None else None
@@ -167,6 +169,19 @@ def export_onnx(model: str | os.PathLike, output: str | os.PathLike, precision: 
     _check(report, loaded, wrapper, input_names)
     report.sidecar = _write_sidecar(report, loaded, family, input_names)
     return report
+
+
+def _exported_model(model: str | os.PathLike) -> LoadedModel:
+    """What is exported: a fine-tuned task head, else the encoder `embed` reads (a text-to-text or pre-trained
+    generator too: generation is a loop of cached decoder calls, which one graph does not hold). A model
+    over words' characters (ELMo) is refused in one line."""
+    loaded = load_finetuned(model, device="cpu") if is_finetuned(model) else None
+    if loaded is None or (loaded.program_cls is not None and loaded.program_cls.generates_text):
+        loaded = load_encoder(model, device="cpu")
+    if family_of_model(loaded.model).reads_words:  # ELMo, and a task trained on its features
+        raise BertkitError(f"{model}: an {loaded.config.model_type} model reads words' characters, which export onnx "
+                           "does not cover (it exports sub-word models); bertkit embed and predict run it")
+    return loaded
 
 
 def require_onnx() -> None:

@@ -126,6 +126,9 @@ class ModelFamily:
     # the FinetuneConfig values the family's fine-tuning runs start from (its recipe's `defaults`, which
     # read them from here: written once, and `bertkit finetune --help` shows them without importing torch)
     finetuning_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # the model `embed` and `export onnx` load for a text's token states ("module:Class"; None: `backbone`):
+    # T5's encoder alone, as sentence-T5 embeds (its bare model needs decoder inputs)
+    embedder: str | None = None
 
     @property
     def task_families(self) -> tuple[str, ...]:
@@ -160,6 +163,10 @@ class ModelFamily:
 
     def backbone_class(self):
         return _resolve(self.backbone)
+
+    def embedder_class(self):
+        """The class whose `last_hidden_state` `embed` pools: `embedder`, else the bare model."""
+        return _resolve(self.embedder or self.backbone)
 
     def task_class(self, task_family: str, source: str | Path = "the model"):
         if task_family not in self.tasks:
@@ -273,7 +280,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     },
                       input_names=("input_ids", "attention_mask", "decoder_input_ids", "decoder_attention_mask"),
                       generator="bertkit.model.t5.modeling:T5ForConditionalGeneration",
-                      distillable=False),
+                      distillable=False, embedder="bertkit.model.t5.modeling:T5EncoderModel"),
     "bart": ModelFamily("bart", "bertkit.model.bart.config:BartConfig", "bertkit.model.bart.modeling:BartModel", "model", {
         "classification": "bertkit.model.bart.modeling:BartForSequenceClassification",  # the decoder's last EOS state
         "qa": "bertkit.model.bart.modeling:BartForQuestionAnswering",

@@ -41,7 +41,8 @@ class T5LayerNorm(nn.Module):
         self.variance_epsilon = eps
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        if self.weight.dtype == torch.float32:  # one fused kernel; output float32 as T5's
+        # one fused kernel, output float32 as T5's; not under an ONNX trace (opset 17 has no RMS norm op)
+        if self.weight.dtype == torch.float32 and not torch.jit.is_tracing():
             return F.rms_norm(hidden_states.float(), (hidden_states.shape[-1],), self.weight, self.variance_epsilon)
         variance = hidden_states.float().pow(2).mean(-1, keepdim=True)
         hidden_states = (hidden_states * torch.rsqrt(variance + self.variance_epsilon)).to(self.weight.dtype)
