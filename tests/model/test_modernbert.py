@@ -253,3 +253,18 @@ def test_unpadded_and_padded_paths_agree_with_attentions_returned():
     local = explained.attentions[1]  # (B, heads, T, T): a sliding-window layer sees +-4 positions only
     assert local.shape == (3, 2, 21, 21) and local[0, :, 10, :6].abs().max() == 0 and local[0, :, 10, 6:15].min() > 0
     assert explained.attentions[0][0, :, 10].min() > 0  # a global one sees every real token
+
+
+def test_packed_global_layers_of_the_gpu_route_agree():
+    """The GPU's route (global layers on packed rows through the variable-length kernels, RoPE read per
+    row), run here on the CPU: equal to the padded path at the real tokens."""
+    from bertkit.model.varlen import varlen_route
+
+    model = _randomize(ModernBertModel(ModernBertConfig.from_dict(SIZE)))
+    ids, mask = _inputs()
+    real = mask.bool()
+    with torch.no_grad():
+        padded = model(ids, mask, unpad=False).last_hidden_state
+        with varlen_route(True):
+            packed = model(ids, mask, unpad=True).last_hidden_state
+    _close(packed, padded, real)

@@ -120,9 +120,10 @@ class ModernBertAttention(nn.Module):
             # global attention over packed rows (GPU): no padding anywhere (bertkit.model.varlen)
             rows = qkv.shape[0]
             query, key, value = qkv.view(rows, 3, self.num_heads, self.head_dim).unbind(1)  # (N, heads, d)
-            query, key = (apply_rotary(x, *rope).reshape(rows, -1) for x in (query, key))
-            context = packed_attention(query, key, value.reshape(rows, -1), unpadding.offsets, self.num_heads,
-                                       dropout_p)
+            # contiguous (N, H) rows: the jagged view needs dense values
+            query, key = (apply_rotary(x, *rope).reshape(rows, -1).contiguous() for x in (query, key))
+            context = packed_attention(query, key, value.reshape(rows, -1).contiguous(), unpadding.offsets,
+                                       self.num_heads, dropout_p)
             return self.out_drop(self.Wo(context)), None
         if unpadding is not None:
             qkv = unpadding.pad(qkv)  # (B, T, 3H), zeros at padding
