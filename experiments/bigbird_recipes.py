@@ -4,6 +4,7 @@
 experiments/results/bigbird_recipes.jsonl, which src/bertkit/model/bigbird/recipes.py cites.
 
     python experiments/bigbird_recipes.py WORK_DIR [LR ...]
+    python experiments/bigbird_recipes.py table      # the markdown table of the results (docs/successors.md)
 """
 
 from __future__ import annotations
@@ -50,7 +51,22 @@ def run_arm(work: Path, data: Path, lr: str) -> dict:
             "seconds": round(seconds, 1), "load_average": os.getloadavg()[0]}
 
 
+def table() -> str:
+    rows = [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+    steps = sorted({int(step) for row in rows for step in row["curve"]})
+    lines = ["| arm | " + " | ".join(f"step {s}" for s in steps) + " | unigram | seconds (load) |",
+             "|---" * (len(steps) + 3) + "|"]
+    for row in rows:
+        curve = " | ".join(f"{row['curve'].get(str(s), float('nan')):.3f}" for s in steps)
+        lines.append(f"| {row['arm']} | {curve} | {row['unigram']:.3f} | {row['seconds']:.0f} "
+                     f"({row['load_average']:.0f}) |")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if sys.argv[1:] == ["table"]:
+        print(table())
+        return
     work = Path(sys.argv[1])
     lrs = sys.argv[2:] or ["1e-3", "2e-3"]
     data = prepare(work)
