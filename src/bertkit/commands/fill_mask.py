@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from bertkit.commands import add_precision_argument, add_runtime_options, add_skip_bad_lines_argument
 from bertkit.errors import BertkitError
-from bertkit.model.families import families_that
+from bertkit.model.families import families_that, family_of
 
 
 def add_parser(subparsers) -> None:
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from bertkit.tokenization import Tokenizer
 
     inputs = read_texts(args.texts, args.file, args.text_field, args.skip_bad_lines)
+    if (Path(args.model) / "config.json").is_file():  # a family without an MLM head says so first (not its tokenizer)
+        family_of(args.model).masked_lm(args.model)
     tokenizer = Tokenizer.from_pretrained(args.model)
     _check_texts(inputs, tokenizer.mask_token)
     texts = [item.text for item in inputs]

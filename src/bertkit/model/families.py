@@ -202,7 +202,10 @@ class ModelFamily:
 
     def masked_lm(self, source: str | Path = "the model") -> MaskedLM:
         if self.mlm is None:
-            raise BertkitError(f"{source}: {self.model_type} models have no masked-LM head in bertkit")
+            hint = ("" if not self.can_generate else
+                    f"; a decoder continues text: bertkit generate --model {source}" if self.decoder_only else
+                    f"; an encoder-decoder fills its blanks by generating the text: bertkit generate --model {source}")
+            raise BertkitError(f"{source}: {self.model_type} models have no masked-LM head in bertkit{hint}")
         return self.mlm
 
 
