@@ -192,6 +192,23 @@ def test_block_sparse_pattern_and_attentions():
     assert (probs[1, :, :, 48:] == 0).all()  # row 1's padding keys get nothing
 
 
+def test_middle_blocks_in_chunks_compute_the_same(monkeypatch):
+    """The middle query blocks run a chunk of rows at a time (KEYS_PER_CHUNK): 1 or 3 rows per chunk give
+    the outputs and attentions of one chunk."""
+    from bertkit.model.bigbird import attention
+
+    torch.manual_seed(8)
+    model = BigBirdModel(_config()).eval()
+    ids, mask = _inputs(100, batch=2)
+    with torch.no_grad():
+        whole = model(ids, mask, output_attentions=True)
+        for rows in (1, 3):
+            monkeypatch.setattr(attention, "KEYS_PER_CHUNK", rows * 7 * 8)  # 7 key blocks of 8 per row
+            chunked = model(ids, mask, output_attentions=True)
+            _close(chunked.last_hidden_state, whole.last_hidden_state)
+            _close(chunked.attentions[1], whole.attentions[1])
+
+
 def test_training_draws_random_blocks_outside_the_window():
     config = _config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(5)

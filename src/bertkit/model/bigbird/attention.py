@@ -26,7 +26,7 @@ from torch import nn
 from bertkit.model.attention import BertSelfAttention
 
 MASK_PENALTY = -10000.0  # the additive score of a padding key (BigBird's, not the dtype's minimum)
-GLOBAL_AND_WINDOW = 5  # key blocks every middle query block reads besides its random ones
+KEYS_PER_CHUNK = 8192  # gathered keys per (sequence, head) at once: middle query blocks run in chunks of rows
 
 
 @dataclass(frozen=True)
@@ -107,22 +107,14 @@ class BigBirdSelfAttention(BertSelfAttention):
         global_probs = global_scores.softmax(dim=-1)
         global_context = torch.matmul(global_probs, value)  # (B, heads, 2 block, d)
 
-        # query blocks 1..n-2: their 5 + r gathered key blocks
+        # query blocks 1..n-2: their 5 + r gathered key blocks, a chunk of rows at a time (bounded memory)
         indices, repeated = key_block_indices(blocks, self.random_blocks(blocks, query.device))  # (heads, n-2, S)
-        slots = indices.shape[-1]
-        head = torch.arange(heads, device=query.device)[:, None, None]  # (heads, 1, 1)
-        gathered_keys, gathered_values = (  # (B, heads, n-2, S block, d)
-            x.view(batch, heads, blocks, block, head_dim)[:, head, indices].view(batch, heads, blocks - 2,
-                                                                                 slots * block, head_dim)
-            for x in (key, value))
+        rows = max(1, KEYS_PER_CHUNK // (indices.shape[-1] * block))
         middle_queries = query.view(batch, heads, blocks, block, head_dim)[:, :, 1:-1] * scale  # (B, h, n-2, block, d)
-        key_keep = mask.blocked.to(query.dtype)[:, indices]  # (B, heads, n-2, S, block)
-        unused = repeated[:, :, None].expand(-1, -1, block).reshape(blocks - 2, 1, slots * block)  # (n-2, 1, S block)
-        middle_penalty = ((1.0 - key_keep) * MASK_PENALTY).view(batch, heads, blocks - 2, 1, slots * block)
-        middle_penalty = middle_penalty.masked_fill(unused, float("-inf"))  # a repeated global slot takes no part
-        scores = torch.matmul(middle_queries, gathered_keys.transpose(-1, -2)) + middle_penalty  # (B, h, n-2, block, S block)
-        middle_probs = scores.softmax(dim=-1)
-        middle_context = torch.matmul(middle_probs, gathered_values)  # (B, heads, n-2, block, d)
+        parts = [self.middle_rows(middle_queries[:, :, first:first + rows], key, value, mask,
+                                  indices[:, first:first + rows], repeated[first:first + rows], output_attentions)
+                 for first in range(0, blocks - 2, rows)]
+        middle_context = torch.cat([context for context, _ in parts], dim=2)  # (B, heads, n-2, block, d)
 
         context = torch.cat([global_context[:, :, :block], middle_context.reshape(batch, heads, -1, head_dim),
                              global_context[:, :, block:]], dim=2)  # (B, heads, T, d)
@@ -130,8 +122,27 @@ class BigBirdSelfAttention(BertSelfAttention):
         context = context.transpose(1, 2).reshape(batch, length, heads * head_dim)  # (B, T, H)
         probs = None
         if output_attentions:
-            probs = dense_probabilities(global_probs, middle_probs, indices, block, length)
+            probs = dense_probabilities(global_probs, torch.cat([p for _, p in parts], dim=2), indices, block, length)
         return context, probs
+
+    def middle_rows(self, queries: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: BlockSparseMask,
+                    indices: torch.Tensor, repeated: torch.Tensor,
+                    keep_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """queries (B, heads, m, block, d), already scaled, of m middle query blocks; key, value (B, heads, T, d);
+        indices (heads, m, S) their key blocks, repeated (m, S) the slots that take no part ->
+        context (B, heads, m, block, d), probabilities (B, heads, m, block, S block) with `keep_probs` (else None)."""
+        batch, heads, count, block, head_dim = queries.shape
+        slots = indices.shape[-1]
+        head = torch.arange(heads, device=queries.device)[:, None, None]  # (heads, 1, 1)
+        gathered_keys, gathered_values = (  # (B, heads, m, S block, d)
+            x.view(batch, heads, -1, block, head_dim)[:, head, indices].view(batch, heads, count, slots * block, head_dim)
+            for x in (key, value))
+        key_keep = mask.blocked.to(queries.dtype)[:, indices]  # (B, heads, m, S, block)
+        unused = repeated[:, :, None].expand(-1, -1, block).reshape(count, 1, slots * block)  # (m, 1, S block)
+        penalty = ((1.0 - key_keep) * MASK_PENALTY).view(batch, heads, count, 1, slots * block)
+        penalty = penalty.masked_fill(unused, float("-inf"))  # a repeated global slot takes no part
+        probs = (torch.matmul(queries, gathered_keys.transpose(-1, -2)) + penalty).softmax(dim=-1)
+        return torch.matmul(probs, gathered_values), probs if keep_probs else None
 
 
 def dense_probabilities(global_probs: torch.Tensor, middle_probs: torch.Tensor, indices: torch.Tensor, block: int,
