@@ -101,7 +101,12 @@ class ServedModel:
             if task is not None and isinstance(task.model, family_of(directory).generator_class(directory)):
                 generator = LoadedModel(directory, task.model, task.tokenizer, precision=task.precision)  # held once
             else:
-                generator = load_generator(directory, DEVICE, **loader_options(load_generator, precision))
+                try:
+                    generator = load_generator(directory, DEVICE, **loader_options(load_generator, precision))
+                except BertkitError as exc:  # a task head on part of the model (T5's encoder classifier): no decoder
+                    if task is None:
+                        raise
+                    missing["generator"] = str(exc)
         else:
             missing["generator"] = (f"{directory}: {load_config(directory).model_type if not tagger else 'a tagger'} "
                                     "models cannot generate text (an encoder); generation needs a model of a "
