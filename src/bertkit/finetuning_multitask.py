@@ -33,6 +33,10 @@ from bertkit.tasks.registry import CLASSIFICATION
 # a GLUE task's folder as the GLUE release names it (GLUE_TASK_METRICS keys -> folder)
 GLUE_FOLDERS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "qqp": "QQP", "stsb": "STS-B", "mnli": "MNLI",
                 "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+HEADS = ("linear", "san")
+# GLUE's sentence-pair classification tasks: the ones `--head san` gives a SAN head (MT-DNN's
+# task table: single-sentence CoLA and SST-2 and regression STS-B keep the linear head)
+PAIR_CLASSIFICATION = ("mrpc", "qqp", "mnli", "qnli", "rte", "wnli")
 
 
 @dataclass
@@ -43,6 +47,9 @@ class MultitaskConfig(FinetuneConfig):
 
     tasks: list = field(default_factory=list)
     data: str = ""
+    head: str = "linear"  # "san": the stochastic answer network on pair classification tasks
+    san_steps: int = 5  # K, the SAN's reasoning steps
+    san_step_dropout: float = 0.1  # the SAN's stochastic prediction dropout (whole steps)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -63,6 +70,8 @@ class MultitaskConfig(FinetuneConfig):
                 raise ConfigError(f"field 'tasks': {task} is named twice")
             canonical.append(task)
         self.tasks = canonical
+        if self.head not in HEADS:
+            raise ConfigError(f"field 'head': {self.head!r}; expected one of {', '.join(HEADS)}")
 
 
 def build_multitask_config(values: dict[str, Any], overrides: dict[str, str]) -> MultitaskConfig:
@@ -134,8 +143,16 @@ def build_model(config: MultitaskConfig, prepared: dict[str, PreparedTask]):
     torch.manual_seed(config.seed)
     models, fresh = {}, []
     for task, one in prepared.items():
-        model_cls = one.program_cls.model_class(one.base_config)
-        model, missing = load_task_model(model_cls, Path(config.init_from), task_model_config(one), one.keep_head)
+        model_cls, keep_head = one.program_cls.model_class(one.base_config), one.keep_head
+        if config.head == "san" and task in PAIR_CLASSIFICATION:
+            from functools import partial
+
+            from bertkit.tasks.san import SanForSequenceClassification
+
+            model_cls = partial(SanForSequenceClassification, steps=config.san_steps,
+                                step_dropout=config.san_step_dropout)
+            keep_head = False
+        model, missing = load_task_model(model_cls, Path(config.init_from), task_model_config(one), keep_head)
         one.recipe.prepare_model(model, config)
         models[task] = model
         fresh += [f"{task}: {key}" for key in missing]

@@ -25,6 +25,9 @@ def add_multitask_parser(tasks, add_run_options, epilog: str, common_fields: dic
     p.add_argument("--tasks", required=True, metavar="LIST",
                    help="GLUE tasks separated by commas, e.g. mnli,qnli,sst-2,mrpc,rte,sts-b")
     p.add_argument("--data", required=True, metavar="DIR", help="the GLUE folder: one sub-folder per task (RTE, STS-B, ...)")
+    p.add_argument("--head", choices=("linear", "san"), default=None,
+                   help="the pair classification tasks' head: linear (default) or san, MT-DNN's stochastic answer "
+                        "network (K steps: --set san_steps=5, san_step_dropout=0.1; a bertkit-only task folder)")
     add_run_options(p, grid=False)
     p.set_defaults(func=run, common_fields=common_fields)
 
@@ -39,6 +42,8 @@ def config_values(args: argparse.Namespace) -> dict:
             values[name] = getattr(args, attribute)
     values["tasks"] = [t for t in args.tasks.split(",") if t.strip()]
     values["data"] = args.data
+    if args.head is not None:
+        values["head"] = args.head
     if args.no_progress:
         values["progress"] = False
     return values

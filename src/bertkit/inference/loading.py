@@ -202,8 +202,10 @@ def is_finetuned(directory: str | os.PathLike) -> bool:
 def _task_model(directory: Path, config, program_cls):
     """The family's head model for the task; a one-line error when the head was never trained."""
     from bertkit.model.families import family_for_config
+    from bertkit.tasks.san import SanForSequenceClassification, is_san_model
 
-    model_cls = program_cls.model_class(config)
+    # MT-DNN's SAN head (`finetune multitask --head san`): its san.json names it
+    model_cls = SanForSequenceClassification if is_san_model(directory) else program_cls.model_class(config)
     model = model_cls.from_pretrained(directory, config=config)
     backbone_prefix = f"{family_for_config(config).backbone_attribute}."
     head = [k for k in model.loading_info["missing_keys"] if not k.startswith(backbone_prefix)]
