@@ -27,7 +27,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import ConfigError
@@ -35,12 +34,13 @@ from bertkit.model.bert.config import BertConfig
 from bertkit.model.bert.modeling import BertModel, BertPreTrainedModel
 from bertkit.model.layers import mean_over_tokens
 from bertkit.model.losses import (
-    IGNORE_INDEX,
     choice_output,
     classifier_dropout,
     flatten_choices,
     problem_type,
     sequence_classification_loss,
+    span_loss,
+    token_classification_loss,
 )
 from bertkit.model.outputs import (
     MultipleChoiceModelOutput,
@@ -195,11 +195,7 @@ class BertForTokenClassification(BertTaskModel):
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, K)
         loss = None
         if labels is not None:
-            flat_logits, flat_labels = logits.view(-1, self.num_labels), labels.view(-1)  # (B * T, K), (B * T,)
-            if bool((flat_labels != IGNORE_INDEX).any()):
-                loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX)
-            else:  # nothing labelled: zero loss rather than transformers' NaN
-                loss = flat_logits.sum() * 0.0
+            loss = token_classification_loss(logits, labels)  # nothing labelled: zero, not transformers' NaN
         return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -242,20 +238,7 @@ class BertForQuestionAnswering(BertTaskModel):
                     end_positions: torch.Tensor | None, out) -> QuestionAnsweringModelOutput:
         """logits (B, T, 2) start and end scores -> the output: padding never an answer, the loss
         when positions are given (`out`: the backbone's output, for its hidden states)."""
-        start_logits, end_logits = (part.squeeze(-1).contiguous() for part in logits.split(1, dim=-1))  # (B, T) each
-        if attention_mask is not None:  # padding is never an answer
-            padding = attention_mask == 0  # (B, T)
-            start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
-            end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            ignored = start_logits.shape[1]  # T: clamped out-of-range positions land here
-            start = start_positions.view(-1).clamp(0, ignored)
-            end = end_positions.view(-1).clamp(0, ignored)
-            loss = (
-                F.cross_entropy(start_logits, start, ignore_index=ignored)
-                + F.cross_entropy(end_logits, end, ignore_index=ignored)
-            ) / 2
+        start_logits, end_logits, loss = span_loss(logits, attention_mask, start_positions, end_positions)
         return QuestionAnsweringModelOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
 
 

@@ -42,7 +42,14 @@ from bertkit.model.heads import SequenceSummary, TiedOutputLayer
 from bertkit.model.outputs import ModelOutput
 from bertkit.model.pretrained import PreTrainedModel
 from bertkit.model.unpad import UnpadSwitch, plan_unpadding
-from bertkit.model.losses import choice_output, flatten_choices, problem_type, sequence_classification_loss
+from bertkit.model.losses import (
+    choice_output,
+    flatten_choices,
+    problem_type,
+    sequence_classification_loss,
+    span_loss,
+    token_classification_loss,
+)
 from bertkit.model.xlnet.attention import (
     AttentionInputs,
     XLNetLayer,
@@ -416,10 +423,7 @@ class XLNetForTokenClassification(XLNetPreTrainedModel):
         logits = self.classifier(out.last_hidden_state)  # (B, T, K)
         loss = None
         if labels is not None:
-            flat_labels = labels.reshape(-1)
-            flat_logits = logits.view(-1, self.num_labels)
-            loss = (F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX)
-                    if bool((flat_labels != IGNORE_INDEX).any()) else flat_logits.sum() * 0.0)
+            loss = token_classification_loss(logits, labels)
         return XLNetForTokenClassificationOutput(loss, logits, out.mems, out.hidden_states, out.attentions)
 
 
@@ -444,19 +448,8 @@ class XLNetForQuestionAnsweringSimple(XLNetPreTrainedModel):
         """start_positions, end_positions: (B,) token indices; outside [0, T) ignored in the loss."""
         out = self.transformer(input_ids, attention_mask, mems, perm_mask, target_mapping, token_type_ids,
                                input_mask, inputs_embeds, use_mems, output_attentions, output_hidden_states)
-        start_logits, end_logits = (part.squeeze(-1).contiguous() for part in
-                                    self.qa_outputs(out.last_hidden_state).split(1, dim=-1))  # (B, T) each
-        tokens = _token_mask(attention_mask, input_mask)
-        if tokens is not None:
-            padding = tokens == 0
-            start_logits = start_logits.masked_fill(padding, torch.finfo(start_logits.dtype).min)
-            end_logits = end_logits.masked_fill(padding, torch.finfo(end_logits.dtype).min)
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            ignored = start_logits.shape[1]
-            start, end = start_positions.view(-1).clamp(0, ignored), end_positions.view(-1).clamp(0, ignored)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=ignored)
-                    + F.cross_entropy(end_logits, end, ignore_index=ignored)) / 2
+        start_logits, end_logits, loss = span_loss(self.qa_outputs(out.last_hidden_state),
+                                                   _token_mask(attention_mask, input_mask), start_positions, end_positions)
         return XLNetForQuestionAnsweringSimpleOutput(loss, start_logits, end_logits, out.mems, out.hidden_states,
                                                      out.attentions)
 
