@@ -103,19 +103,37 @@ def task_folder(data: str | Path, task: str) -> Path:
     wanted = {GLUE_FOLDERS[task].lower(), task}
     found = [p for p in sorted(data.iterdir()) if p.is_dir() and p.name.lower() in wanted]
     if not found:
-        raise ConfigError(f"field 'tasks': {task}: no folder {data / GLUE_FOLDERS[task]}")
+        from bertkit.finetuning import GLUE_DEV_FILES
+
+        raise ConfigError(f"field 'tasks': {task}: no folder {data / GLUE_FOLDERS[task]} (the GLUE release's "
+                          f"{GLUE_FOLDERS[task]}/ with train.tsv and {GLUE_DEV_FILES.get(task, 'dev.tsv')}); "
+                          f"add it or drop {task} from --tasks")
     return found[0]
+
+
+def task_file(folder: Path, task: str, split: str) -> str:
+    """The task's `split` file in its folder (bertkit.finetuning.glue_file); a one-line error
+    naming the missing file and the fix when there is none."""
+    from bertkit.finetuning import GLUE_DEV_FILES, glue_file
+
+    name = "train.tsv" if split == "train" else GLUE_DEV_FILES.get(task, "dev.tsv")
+    if not (folder / name).is_file():
+        raise ConfigError(f"field 'tasks': {task}: no {folder / name} (each task's folder needs train.tsv and "
+                          f"{GLUE_DEV_FILES.get(task, 'dev.tsv')}); add it or drop {task} from --tasks")
+    return glue_file(folder, task, split)
 
 
 def prepare_tasks(config: MultitaskConfig) -> dict[str, PreparedTask]:
     """Every task read, checked and encoded as `finetune glue` does, before anything is written."""
-    from bertkit.finetuning import glue_file, prepare
+    from bertkit.finetuning import prepare
 
-    prepared = {}
+    files = {}  # every task's files found first: a missing one fails before any task is encoded
     for task in config.tasks:
         folder = task_folder(config.data, task)
-        one = dataclasses.replace(config, family=CLASSIFICATION, glue_task=task,
-                                  train=glue_file(folder, task, "train"), dev=glue_file(folder, task, "dev"))
+        files[task] = task_file(folder, task, "train"), task_file(folder, task, "dev")
+    prepared = {}
+    for task, (train, dev) in files.items():
+        one = dataclasses.replace(config, family=CLASSIFICATION, glue_task=task, train=train, dev=dev)
         prepared[task] = prepare(one)
     return prepared
 

@@ -150,8 +150,14 @@ def test_per_task_finetuning_starts_from_the_shared_encoder(run, glue, tmp_path,
     ("rte,nope", "field 'tasks': 'nope' is not a GLUE task"),
     ("rte,rte", "field 'tasks': rte is named twice"),
     ("rte,cola", "field 'tasks': cola: no folder"),
+    ("mnli,rte", "with train.tsv and dev_matched.tsv); add it or drop mnli from --tasks"),
+    ("rte,qnli", "field 'tasks': qnli: no {glue}/QNLI/train.tsv (each task's folder needs train.tsv and dev.tsv); "
+                 "add it or drop qnli from --tasks"),
 ])
 def test_bad_tasks_fail_in_one_line_naming_the_field(tasks, message, glue, tiny_model_dir, tmp_path, capsys):
+    message = message.format(glue=glue)
+    (glue / "QNLI").mkdir(exist_ok=True)  # as the shared data's: a dev set and no training set
+    shutil.copy(glue / "RTE" / "dev.tsv", glue / "QNLI" / "dev.tsv")
     code = main(["finetune", "multitask", "--tasks", tasks, "--data", str(glue), "--model", str(tiny_model_dir),
                  "--output-dir", str(tmp_path / "x"), *QUIET])
     err = capsys.readouterr().err.strip()
