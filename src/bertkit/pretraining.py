@@ -247,14 +247,14 @@ def _run(config: PretrainConfig, resumption: Resumption | None, on_start, notify
                 f"{config.data}: built with a tokenizer of {info.vocab_size} tokens, but the model at {source} "
                 f"has vocab_size {model.config.vocab_size}; rebuild the data with the model's tokenizer"
             )
-        limit = model.config.position_limit  # None: relative positions (XLNet)
-        if limit is not None and limit < info.max_seq_length:
-            raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
-                               f"max_position_embeddings {limit}")
         fresh = fresh_keys(model)
     else:
         model_config = objective_cls.model_config(config.preset, train, config.model, **options)
         model = objective_cls.build_model(model_config, **options)
+    limit = model.config.position_limit  # None: relative positions (XLNet)
+    if limit is not None and limit < info.max_seq_length:
+        raise BertkitError(f"{config.data}: max_seq_length {info.max_seq_length} exceeds the model's "
+                           f"max_position_embeddings {limit}")
     objective = objective_cls(model, train, eval_data, config.masking_config(), config.seed, eval_seed=config.eval_seed, **options)
     notes = []
     if checkpoint is None and config.init_from:

@@ -46,6 +46,9 @@ def add_parser(subparsers) -> None:
     # the run fields users type as flags (each the same as --set FIELD=VALUE, which still wins)
     for flag, kind, field_help in RUN_FIELD_FLAGS:
         p.add_argument(flag, type=kind, metavar=flag.lstrip("-").split("-")[-1].upper(), help=field_help)
+    p.add_argument("--max-seq-length", type=int, metavar="N",
+                   help="positions of a fresh model (model.max_position_embeddings; default: the preset's, at least "
+                        "512 and the data's length), e.g. 4096 for a BigBird; the data's instances must fit")
     p.add_argument("--config", metavar="YAML", help="YAML file of configuration fields")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a field, e.g. --set lr=5e-4 (repeatable)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest readable checkpoint; other flags must "
@@ -115,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
             values[name] = getattr(args, name)
     if args.no_progress:
         values["progress"] = False
-    overrides = parse_set_arguments(args.set)
+    positions = [] if args.max_seq_length is None else [f"model.max_position_embeddings={args.max_seq_length}"]
+    overrides = parse_set_arguments([*positions, *(args.set or [])])  # --set still wins
     if args.budget is not None:
         from bertkit.training.budget import parse_budget
 

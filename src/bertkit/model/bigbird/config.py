@@ -51,6 +51,10 @@ class BigBirdConfig(BertConfig):
         # monologg/kobigbird-bert-base: a 32,500-piece Korean WordPiece vocabulary, [SEP] = 3, <s> = 5, </s> = 6
         "kobigbird-base": _size(12, 768, 12, 64, vocab_size=32500, sep_token_id=3, bos_token_id=5, eos_token_id=6,
                                 tokenizer_class="BertTokenizer"),
+        # kobigbird-base's layout (Korean WordPiece, [SEP] = 3, <s> = 5, </s> = 6) at bigbird-tiny's size: a Korean
+        # long-document run on a CPU (the vocabulary size follows the tokenizer it is trained with)
+        "kobigbird-tiny": _size(2, 128, 2, 16, vocab_size=32500, sep_token_id=3, bos_token_id=5, eos_token_id=6,
+                                tokenizer_class="BertTokenizer"),
     }
 
     @property

@@ -19,7 +19,8 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 PRETRAINING = {
     "default": PretrainingRecipe(
-        sizes={"bigbird-tiny": {"lr": TINY_LR, "warmup_ratio": 0.1}, "bigbird-mini": {"lr": TINY_LR / 2, "warmup_ratio": 0.1}},
+        sizes={"bigbird-tiny": {"lr": TINY_LR, "warmup_ratio": 0.1}, "bigbird-mini": {"lr": TINY_LR / 2, "warmup_ratio": 0.1},
+               "kobigbird-tiny": {"lr": TINY_LR, "warmup_ratio": 0.1}},  # bigbird-tiny's size in KoBigBird's layout
         why="lr 2e-3 at bigbird-tiny (measured against 1e-3), halved per doubling of width"),
     "budget": budget_recipe("bigbird-tiny", TINY_LR, 16, NO_DROPOUT, why="the shared budget schedule at the measured lr"),
 }
