@@ -32,6 +32,8 @@ _EXPORTS = {
     "fill_mask": "bertkit.inference.masked_lm",
     "finetune": "bertkit.finetuning",
     "FinetuneConfig": "bertkit.finetuning",
+    "MultitaskConfig": "bertkit.finetuning_multitask",
+    "SanForSequenceClassification": "bertkit.tasks.san",
     "predict": "bertkit.inference.prediction",
     "Predictor": "bertkit.inference.prediction",
     "evaluate": "bertkit.inference.evaluation",
