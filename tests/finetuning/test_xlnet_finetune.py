@@ -169,5 +169,5 @@ def test_distillation_refuses_an_xlnet_teacher_in_one_line(xlnet_dir):
         check_task_teacher(xlnet_dir)
     with pytest.raises(BertkitError) as error:
         check_general_teacher(xlnet_dir)
-    assert "got 'xlnet'" in str(error.value) and "electra teachers" in str(error.value)
+    assert "got 'xlnet'" in str(error.value) and "electra" in str(error.value) and "teachers fine-tuned" in str(error.value)
     assert "xlnet teachers" not in str(error.value) and "\n" not in str(error.value)
