@@ -49,3 +49,18 @@ def test_a_forced_bos_is_neither_emitted_nor_counted(loaded):
     assert tokens[0]["id"] != BOS or not tokens[0]["special"]
     assert end["generated_tokens"] == len(tokens) == len(expected) - 2
     assert end["generated_text"] == generate(loaded, prompt, max_new_tokens=n, repetition_penalty=1.5)[0]
+
+
+def test_a_forced_eos_at_the_length_limit_ends_for_length(loaded):
+    """BART's forced_eos_token_id fills the last allowed position: TGI calls that end `length`, and an
+    answer that ended before the limit on its own EOS stays `eos_token`."""
+    eos = loaded.model.config.eos_token_id
+    loaded.model.config.forced_eos_token_id = eos
+    try:
+        events = served(loaded, "The cute dog walks in the", 3)
+    finally:
+        loaded.model.config.forced_eos_token_id = None
+    end = events[-1]
+    tokens = [event["token"] for event in events if event["type"] == "token"]
+    assert [token["id"] for token in tokens][-1] == eos and len(tokens) == 2  # BOS (not emitted), one token, EOS
+    assert end["finish_reason"] == "length"

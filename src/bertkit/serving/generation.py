@@ -173,8 +173,11 @@ class DecodeLoop:
         for i, (row, token, logprob, eos, stop) in enumerate(zip(rows, result.chosen.tolist(),
                                                                  result.logprobs.tolist(), result.eos.tolist(), stopped)):
             self._take(row, token, logprob)
-            reason = "eos_token" if eos else "stop_sequence" if stop else \
-                "length" if len(row.new) >= row.job.settings.max_new_tokens else None
+            at_length = len(row.new) >= row.job.settings.max_new_tokens
+            # BART's forced EOS fills the last allowed position: the answer ran out of length, as TGI says
+            forced_end = eos and at_length and bool(row.job.settings.forced_eos_token_ids)
+            reason = "length" if forced_end else "eos_token" if eos else "stop_sequence" if stop else \
+                "length" if at_length else None
             if reason is not None:
                 self._finish(row, reason)
                 ended.append(i)
