@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli import main
+from bertkit.errors import BertkitError
 
 from conftest import QUIET
 
@@ -112,6 +113,17 @@ def test_predict_bad_input(mrpc_run, tiny_model_dir, capsys):
     assert message == "this model classifies text pairs: give an even number of texts (got 1)"
     message = error_line(capsys, ["predict", "--model", str(tiny_model_dir), "text"])
     assert message.startswith(f"{tiny_model_dir}: not a fine-tuned model (config.json architectures: BertModel)")
+    assert "BertForSequenceClassification" in message and "Roberta" not in message  # its own family's heads
+
+
+def test_predict_on_a_family_without_heads_names_the_features_way(tmp_path, capsys):
+    from bertkit.model.elmo import ElmoConfig
+    from bertkit.tasks.programs import TaskSpec
+
+    config = ElmoConfig()
+    config.extra["architectures"] = ["ElmoBiLM"]
+    with pytest.raises(BertkitError, match=r"ElmoBiLM\); elmo models have no task heads: .*--features scalar_mix"):
+        TaskSpec.load(tmp_path, config)
 
 
 def test_squad_answer_not_at_its_start(tiny_model_dir, fixtures, tmp_path, capsys):

@@ -130,11 +130,8 @@ class TaskSpec:
         architectures = config.extra.get("architectures") or []
         family = next((known[a] for a in architectures if a in known), None)
         if family is None:
-            shown = ", ".join(architectures) or "none"
-            raise BertkitError(
-                f"{directory}: not a fine-tuned model (config.json architectures: {shown}); expected one of "
-                f"{', '.join(known)} — fine-tune it first with `bertkit finetune`"
-            )
+            raise BertkitError(f"{directory}: not a fine-tuned model (config.json architectures: "
+                               f"{', '.join(architectures) or 'none'}); {_expected_heads(config, known)}")
         from bertkit.tasks.registry import get_task_family
 
         entry = get_task_family(family)
@@ -652,3 +649,17 @@ def metrics_for(spec: TaskSpec, data: TaskData, outputs: list[np.ndarray], id2la
     from bertkit.tasks.registry import get_task_family
 
     return get_task_family(spec.family).hook("metrics")(spec, data, outputs, id2label)
+
+
+def _expected_heads(config, known: dict[str, str]) -> str:
+    """What a fine-tuned checkpoint of `config`'s family would be, for the not-fine-tuned error: its own
+    family's head classes (every family's when the model type is unknown), or, for a family without
+    heads (ELMo), the frozen-features way."""
+    from bertkit.model.families import MODEL_FAMILIES
+
+    family = MODEL_FAMILIES.get(getattr(config, "model_type", None) or "")
+    if family is not None and not family.tasks:
+        return (f"{family.model_type} models have no task heads: their layers feed a task frozen "
+                "(bertkit finetune ner or classify with --features scalar_mix)")
+    heads = [family.task_head(task).class_name for task in family.tasks] if family is not None else list(known)
+    return f"expected one of {', '.join(heads)} — fine-tune it first with `bertkit finetune`"
