@@ -64,7 +64,9 @@ def _add_squad(tasks) -> None:
 
 
 def _add_model_options(p) -> None:
-    p.add_argument("--model", required=True, metavar="DIR", help="fine-tuned checkpoint (bertkit best/ or HF BertFor...)")
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="fine-tuned checkpoint (bertkit best/, or a transformers *ForSequenceClassification / "
+                        "*ForTokenClassification ... folder of a family bertkit reads)")
     p.add_argument("--data", required=True, metavar="FILE", help="labelled file to score")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-seq-length", type=int, help="default: as the model was fine-tuned")
