@@ -2,6 +2,7 @@
 per-task fine-tuning alone on RTE, MRPC and STS-B, for docs/finetuning.md.
 
     .venv/bin/python experiments/mtdnn.py run                 # every arm x seed not yet in the results (resumable)
+    .venv/bin/python experiments/mtdnn.py run --head san      # the multi-task run with the SAN head (arm mt-san)
     .venv/bin/python experiments/mtdnn.py table               # the markdown table from the results
     .venv/bin/python experiments/mtdnn.py table --write-doc   # ... and into docs/finetuning.md and docs/successors.md (between markers)
 
@@ -118,29 +119,32 @@ def run(args: argparse.Namespace) -> None:
         shutil.rmtree(out, ignore_errors=True)
         print(f"{arm} {task} seed {seed}: {HEADLINE[task]} {best[f'eval_{HEADLINE[task]}']:.2f}", flush=True)
 
+    san = args.head == "san"  # the SAN arm: the multi-task run alone, its pair tasks on the SAN head
+    mt_arm = "mt-san" if san else "mt"
     for seed in args.seeds:  # the multi-task run first, then each task's two per-task arms side by side
-        mt_dir = work / "runs" / f"mt-{seed}"
-        if any(("mt+ft", task, seed) not in done or ("mt", task, seed) not in done for task in TARGETS):
+        mt_dir = work / "runs" / f"{mt_arm}-{seed}"
+        if any((not san and ("mt+ft", task, seed) not in done) or (mt_arm, task, seed) not in done for task in TARGETS):
             config = build_multitask_config({**recipe, "epochs": args.mt_epochs, "tasks": [*SOURCES, *TARGETS],
                                              "data": str(data), "init_from": args.model, "output_dir": str(mt_dir),
-                                             "seed": seed}, {})
+                                             "seed": seed, "head": args.head}, {})
             started = time.perf_counter()
             result = finetune_multitask(config, overwrite=True)
             for task in TARGETS:
-                if ("mt", task, seed) not in done:
-                    record({"arm": "mt", "task": task, "seed": seed, "metric": HEADLINE[task],
+                if (mt_arm, task, seed) not in done:
+                    record({"arm": mt_arm, "task": task, "seed": seed, "metric": HEADLINE[task],
                             "value": result.task_metrics[task][HEADLINE[task]], "best_step": result.best_step,
                             "seconds": round(time.perf_counter() - started, 1), "multitask_tasks": config.tasks,
                             **common})
-            print(f"mt seed {seed}: {result.task_metrics}", flush=True)
-        for task in TARGETS:
+            print(f"{mt_arm} seed {seed}: {result.task_metrics}", flush=True)
+        for task in TARGETS if not san else ():
             per_task("mt+ft", task, seed, str(mt_dir / "final"))
             per_task("alone", task, seed, args.model)
         shutil.rmtree(mt_dir, ignore_errors=True)
 
 
 ARMS = [("majority", "majority class (no model)"), ("alone", "per-task alone (from MiniLM)"),
-        ("mt", "multi-task only (its best/)"), ("mt+ft", "multi-task, then per-task")]
+        ("mt", "multi-task only (its best/)"), ("mt+ft", "multi-task, then per-task"),
+        ("mt-san", "multi-task only, SAN head on RTE and MRPC (`--head san`)")]
 
 
 def record_baselines() -> None:
@@ -189,8 +193,9 @@ def table(rows: list[dict] | None = None) -> str:
         lines.append(f"| {title} | " + " | ".join(cells) + f" | {overall} |")
     rows = [r for r in rows if r["arm"] != "majority"]
     first = rows[0]
-    seconds = sum(r["seconds"] for r in rows if r["arm"] != "mt") + sum(
-        {r["seed"]: r["seconds"] for r in rows if r["arm"] == "mt"}.values())
+    multitask = ("mt", "mt-san")  # one run per seed records a row per task
+    seconds = sum(r["seconds"] for r in rows if r["arm"] not in multitask) + sum(
+        {(r["arm"], r["seed"]): r["seconds"] for r in rows if r["arm"] in multitask}.values())
     seeds = sorted({r["seed"] for r in rows})
     lines += ["", f"Seeds {', '.join(map(str, seeds))} (cells: mean ± standard deviation over seeds, then each "
               f"seed's value); {DEFAULT_MODEL if first['model'] == 'model' else first['model']}, {first['train_samples']} training examples per task "
@@ -230,6 +235,8 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--mt-epochs", type=int, default=1)
+    p.add_argument("--head", choices=("linear", "san"), default="linear",
+                   help="san: only the multi-task run, its pair tasks on the stochastic answer network (arm mt-san)")
     t = sub.add_parser("table")
     t.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
