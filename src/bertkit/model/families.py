@@ -248,7 +248,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "qa": "bertkit.model.deberta.modeling:DebertaV2ForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.deberta.modeling:DebertaV2ForMaskedLM", ("cls.predictions.", "lm_predictions."),
                     "a DebertaV2ForMaskedLM checkpoint; a v3 discriminator has no MLM head"),
-        input_names=ENCODER_INPUT_NAMES, distillable=False, built_on="bert"),
+        input_names=ENCODER_INPUT_NAMES, built_on="bert"),
     "roberta": ModelFamily("roberta", "bertkit.model.roberta.config:RobertaConfig", "bertkit.model.roberta.modeling:RobertaModel",
                            "roberta", {
         "classification": "bertkit.model.roberta.modeling:RobertaForSequenceClassification",
