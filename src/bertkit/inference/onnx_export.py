@@ -154,7 +154,9 @@ def export_onnx(model: str | os.PathLike, output: str | os.PathLike, precision: 
     axes = family.hook("input_axes")() if family is not None else ("batch_size", "sequence_length")
     # what the model reads of what the tokenizer gives (RoBERTa's reads token types, its tokenizer gives none)
     takes, gives = family_of_model(loaded.model).input_names, loaded.tokenizer.model_input_names
-    input_names = [name for name in INPUT_ORDER if name in takes and name in gives]
+    # a model without a token-type table (DeBERTa-v3: type_vocab_size 0) reads none: the graph has no such input
+    input_names = [name for name in INPUT_ORDER if name in takes and name in gives
+                   and (name != "token_type_ids" or getattr(loaded.config, "type_vocab_size", 1) > 0)]
     sample = _batch(loaded, TRACE_TEXTS, axes, input_names)
     # eval: the exporter puts the wrapper back in its mode afterwards, and with it the model
     wrapper = (_ExportedHead(loaded, sample) if family is not None else _ExportedEncoder(loaded)).eval()
