@@ -1,12 +1,13 @@
 """Benchmark: BigBird's block-sparse attention against full attention on long inputs.
 
 A bigbird-tiny encoder (2 layers, hidden 128, block 16, 3 random blocks; a 4,000-piece vocabulary),
-eval mode, one sequence of 1,024 / 2,048 / 4,096 tokens: the forward's time (interleaved rounds, best of
+eval mode, one sequence of 512 / 1,024 / 2,048 / 3,072 / 4,096 tokens: the forward's time (interleaved rounds, best of
 `--repeats`, one clock for both) and its peak memory (how far the resident set rises above its level before
 one forward, sampled every millisecond, each in a fresh child process), block_sparse vs original_full with the same weights.
 Full attention's scores grow as T^2 per head, block-sparse ones as T * (7 + r) * block.
 
     python bench/bench_bigbird_lengths.py [--clock cpu --threads 1] [--output experiments/results/bigbird_lengths.json]
+    python bench/bench_bigbird_lengths.py --plot-from experiments/results/bigbird_lengths.json   # docs/benchmarks/bigbird_lengths.png
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import clock_of, interleaved_best, load_average  # noqa: E402
 
 MODES = ("block_sparse", "original_full")
+PLOT = "docs/benchmarks/bigbird_lengths.png"
 
 
 def model(mode: str):
@@ -86,15 +88,39 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def plot(results: dict, path: str) -> None:
+    """Two panels from a results file: forward seconds and peak MiB against tokens, one line per mode."""
+    from bertkit.plots import new_figure, save_png
+
+    figure = new_figure(9, 3.6)
+    tokens = [row["tokens"] for row in results["rows"]]
+    for index, (key, title) in enumerate((("seconds", f"forward time, s ({results['clock']})"),
+                                          ("peak_mib", "peak memory above baseline, MiB"))):
+        axes = figure.add_subplot(1, 2, index + 1)
+        for mode in MODES:
+            axes.plot(tokens, [row[key][mode] for row in results["rows"]], marker="o", label=mode)
+        axes.set_xlabel("tokens")
+        axes.set_title(title, fontsize=10)
+        axes.set_xticks(tokens)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.suptitle(f"{results['model']}, batch {results['batch_size']}, {results['threads']} thread(s), "
+                    f"load average {results['load_average'][0]:.1f}", fontsize=9)
+    figure.tight_layout()
+    save_png(figure, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 3072, 4096])
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--output", help="write the figures as JSON here")
     parser.add_argument("--table", metavar="JSON", help="print the markdown table of a results file and stop")
+    parser.add_argument("--plot", metavar="PNG", help=f"draw the figures as a PNG here (default with --plot-from: {PLOT})")
+    parser.add_argument("--plot-from", metavar="JSON", help="draw the PNG of a results file and stop")
     parser.add_argument("--memory-of", nargs=2, metavar=("MODE", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -103,6 +129,9 @@ def main() -> None:
         return
     if args.table:
         print(table(json.load(open(args.table))))
+        return
+    if args.plot_from:
+        plot(json.load(open(args.plot_from)), args.plot or PLOT)
         return
     clock = clock_of(args, parser)
     models = {mode: model(mode) for mode in MODES}
@@ -122,6 +151,8 @@ def main() -> None:
         with open(args.output, "w") as out:
             json.dump(results, out, indent=1)
             out.write("\n")
+    if args.plot:
+        plot(results, args.plot)
 
 
 if __name__ == "__main__":
