@@ -313,8 +313,14 @@ def _write_sidecar(report: ExportReport, loaded: LoadedModel, family, input_name
 
 def _max_sequence_length(loaded: LoadedModel) -> int:
     """What inputs are truncated to: as fine-tuned, a sentence-transformers folder's
-    max_seq_length, else the position table's limit."""
+    max_seq_length, else the position table's limit; at most the length up to which the
+    traced path holds (BigBird's block-sparse attention starts past `sparse_threshold`: the
+    graph, traced on short inputs, holds full attention only)."""
     if loaded.spec is not None:
-        return loaded.spec.max_seq_length
-    modules = loaded.sentence_modules
-    return (modules and modules.max_seq_length) or max_tokens(loaded.model)
+        limit = loaded.spec.max_seq_length
+    else:
+        modules = loaded.sentence_modules
+        limit = (modules and modules.max_seq_length) or max_tokens(loaded.model)
+    if getattr(loaded.config, "attention_type", None) == "block_sparse":
+        limit = min(limit, loaded.config.sparse_threshold)
+    return limit
