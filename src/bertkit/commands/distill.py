@@ -55,7 +55,8 @@ def add_parser(subparsers) -> None:
                                           "the logits; ner: the tag logits of the labelled tokens; squad: the start "
                                           "and end distributions; multiple-choice: the choices' scores).")
     p.add_argument("--teacher", metavar="DIR", help="teacher checkpoint, bertkit or Hugging Face (general: BERT; "
-                                                      "--task: BERT, RoBERTa, ELECTRA, ALBERT, BigBird or DeBERTa)")
+                                                      "--task: BERT, RoBERTa, ELECTRA, ALBERT, BigBird, DeBERTa or "
+                                                      "ModernBERT)")
     p.add_argument("--output-dir", metavar="DIR", help="run folder")
     p.add_argument("--data", metavar="DIR", help="general: a `bertkit data build` directory; task glue: the task folder")
     p.add_argument("--student-layers", type=int, metavar="N", help="student depth (default: half the teacher's)")

@@ -43,6 +43,8 @@ def student_config(teacher_config, num_layers: int | None, overrides: dict[str, 
         raise ConfigError(f"field 'student_layers' ({layers}): the student is deeper than the teacher "
                           f"({teacher_depth} layers in {where})")
     values = {**teacher_config.to_dict(), "num_hidden_layers": layers, **overrides}
+    if values.get("layer_types") is not None and "layer_types" not in overrides:  # ModernBERT's, one per layer:
+        values["layer_types"] = [values["layer_types"][i] for i in student_layer_sources(teacher_depth, layers)]
     values.pop("architectures", None)
     config = type(teacher_config).from_dict(values, source="student.*")
     if config.hidden_size > teacher_config.hidden_size:
@@ -57,7 +59,8 @@ def student_config(teacher_config, num_layers: int | None, overrides: dict[str, 
     return config
 
 
-_LAYER_KEY = re.compile(r"(^|\.)encoder\.layer\.(\d+)\.")
+# a layer of the stack: BERT-shaped `encoder.layer.N.`, ModernBERT's `layers.N.`
+_LAYER_KEY = re.compile(r"(^|\.)(encoder\.layer|layers)\.(\d+)\.")
 
 
 def init_student_from_teacher(student: nn.Module, teacher: nn.Module, sources: list[int]) -> list[str]:
@@ -72,7 +75,7 @@ def init_student_from_teacher(student: nn.Module, teacher: nn.Module, sources: l
         match = _LAYER_KEY.search(key)
         source = key
         if match is not None:
-            source = f"{key[:match.start()]}{match[1]}encoder.layer.{sources[int(match[2])]}.{key[match.end():]}"
+            source = f"{key[:match.start()]}{match[1]}{match[2]}.{sources[int(match[3])]}.{key[match.end():]}"
         if source in teacher_state and tuple(teacher_state[source].shape) == tuple(value.shape):
             loaded[key] = teacher_state[source]
             if source in untrained:

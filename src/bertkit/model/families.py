@@ -115,7 +115,7 @@ class ModelFamily:
     input_names: tuple[str, ...] = ("input_ids", "attention_mask")
     generator: str | None = None
     # task distillation's student is the teacher's config with fewer `num_hidden_layers`,
-    # its layers copied from `encoder.layer.N` (BERT-shaped encoders)
+    # its layers copied from `encoder.layer.N` (BERT-shaped encoders) or `layers.N` (ModernBERT)
     distillable: bool = True
     # the model reads words as characters (ELMo's `character_ids`), not the tokenizer's sub-word
     # ids: callers build its inputs from words (bertkit.data.words) and get one vector per word
@@ -305,8 +305,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         "multiple_choice": "bertkit.model.modernbert.modeling:ModernBertForMultipleChoice",
         "qa": "bertkit.model.modernbert.modeling:ModernBertForQuestionAnswering",
     }, mlm=MaskedLM("bertkit.model.modernbert.modeling:ModernBertForMaskedLM", ("head.", "decoder."),
-                    "a ModernBertForMaskedLM checkpoint"), input_names=("input_ids", "attention_mask"),
-        distillable=False),
+                    "a ModernBertForMaskedLM checkpoint"), input_names=("input_ids", "attention_mask")),
     # decoder-only: token_type_ids are not among the inputs, because GPT looks them up in its token
     # table and encoder batches hold BERT's 0/1 segment ids there
     # multiple choice: transformers' double-heads model (one sequence per choice, the score read
