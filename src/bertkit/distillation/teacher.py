@@ -37,9 +37,9 @@ def check_task_teacher(directory: str | Path) -> None:
     family = family_of(directory)
     if not family.distillable:
         raise BertkitError(f"{directory}: task distillation takes teachers of model_type "
-                           f"{', '.join(task_teacher_types(MODEL_FAMILIES))}, got {family.model_type!r}: its "
-                           "student copies the teacher's `encoder.layer.N` blocks, which a "
-                           f"{family.model_type} model does not have as one uniform stack")
+                           f"{', '.join(task_teacher_types(MODEL_FAMILIES))}, got {family.model_type!r}: the "
+                           "student is the teacher with fewer layers, copied from its encoder stack (`encoder.layer.N`, "
+                           "ModernBERT's `layers.N`), which bertkit builds for those families only")
 
 
 def load_teacher(cls, directory: str | Path, **kwargs) -> nn.Module:
