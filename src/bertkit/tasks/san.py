@@ -111,7 +111,6 @@ class SanForSequenceClassification(PreTrainedModel):
             raise ConfigError("field 'head': the stochastic answer network classifies (2 or more labels); "
                               "a regression task keeps its linear head")
         family = family_for_config(config)
-        self.config_class = type(config)
         self.base_model_prefix = family.backbone_attribute
         self.backbone_prefix = f"{family.backbone_attribute}."
         self.optional_prefixes = ("san.", f"{family.backbone_attribute}.pooler.")
