@@ -47,7 +47,8 @@ def cli(work: Path, name: str, step: str, args: list[str], expect_ok: bool = Tru
 
 
 def cli_journeys(work: Path, name: str, model: str) -> None:
-    model_type = json.loads((work / model / "config.json").read_text())["model_type"]
+    config = work / model / "config.json"  # a classifier on frozen features holds feature_tagger.json instead
+    model_type = json.loads(config.read_text())["model_type"] if config.exists() else "features"
     task = (work / model / "bertkit_task.json").exists()
     cli(work, name, "embed", ["embed", "--model", model, *TEXTS])
     cli(work, name, "embed -o npy", ["embed", "--model", model, *TEXTS, "-o", f"out/{name}.npy"])

@@ -42,3 +42,27 @@ def test_feature_tagger_serves_predict_and_embed(tmp_path, minilm_dir):
     assert served[0]["tags"] == direct[0]["tags"] and served[0]["words"] == direct[0]["words"]
     assert len(vectors[0]) == 32
     assert fill.status_code == 424 and "feature-based tagger" in fill.json()["error"]
+
+
+def test_a_feature_head_folder_embeds_with_its_encoder_and_names_it_elsewhere(tmp_path, minilm_dir):
+    """`embed` (and a server whose head holds no `embeddings`: ELMo's) loads the encoder the head names,
+    unchanged; a command that needs a model of its own says what the folder is, in one line."""
+    from bertkit import BertModel, Tokenizer
+    from bertkit.errors import BertkitError
+    from bertkit.inference.embedding import embed
+    from bertkit.model.families import family_of
+    from bertkit.tasks.feature_tagger import FeatureTaggerConfig, encoder_weights_file, file_sha256
+
+    import pytest
+
+    encoder = save_model(tmp_path / "encoder", BertModel, minilm_dir)
+    head = tmp_path / "head"
+    head.mkdir()
+    FeatureTaggerConfig("last", str(encoder), file_sha256(encoder_weights_file(encoder)), 32, 2,
+                        LABELS["classification"]).save(head)
+    Tokenizer.from_pretrained(minilm_dir).save_pretrained(head)
+    texts = ["John Smith lives in Paris.", "A second sentence."]
+    assert embed(texts, model=str(head), progress=False).tolist() == embed(texts, model=str(encoder),
+                                                                           progress=False).tolist()
+    with pytest.raises(BertkitError, match=rf"{head}: a task head on the frozen features of {encoder} "):
+        family_of(head)

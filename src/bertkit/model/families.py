@@ -63,6 +63,9 @@ from bertkit.errors import BertkitError
 from bertkit.interop import prelayernorm
 
 DEFAULT_MODEL_TYPE = "bert"  # config.json files without `model_type` (old BERT checkpoints)
+# a task head trained on a frozen encoder's features (bertkit.tasks.feature_tagger) is saved without a config.json:
+# this file names its encoder instead
+FEATURE_HEAD_FILE = "feature_tagger.json"
 ENCODER_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")  # BERT's (HF names)
 
 
@@ -355,6 +358,11 @@ def read_model_type(directory: str | Path) -> str:
         from bertkit.interop.hub_cache import where_models_come_from
 
         raise BertkitError(where_models_come_from(str(directory)))
+    if not (Path(directory) / "config.json").is_file() and (Path(directory) / FEATURE_HEAD_FILE).is_file():
+        encoder = read_json_object(Path(directory) / FEATURE_HEAD_FILE).get("encoder")
+        raise BertkitError(f"{directory}: a task head on the frozen features of {encoder} ({FEATURE_HEAD_FILE}), "
+                           "not a model of its own: predict, evaluate, embed and serve take it; for anything else "
+                           "name that encoder")
     values = read_json_object(Path(directory) / "config.json")
     if prelayernorm.is_hf_config(values):  # a pre-LN BERT or RoBERTa in transformers' layout
         return prelayernorm.native_model_type(values)

@@ -59,11 +59,11 @@ from bertkit.errors import BertkitError, ConfigError
 from bertkit.feature_choices import LAYER_CHOICES, MIXED_CHOICES
 from bertkit.features import load_feature_encoder
 from bertkit.model.scalar_mix import ScalarMix
-from bertkit.model.families import model_inputs
+from bertkit.model.families import FEATURE_HEAD_FILE, model_inputs
 from bertkit.model.outputs import TokenClassifierOutput
 from bertkit.tasks.programs import ClassificationProgram, TaggingProgram, TaskData, feature_length
 
-TAGGER_CONFIG_FILE = "feature_tagger.json"
+TAGGER_CONFIG_FILE = FEATURE_HEAD_FILE
 TAGGER_WEIGHTS_FILE = "feature_tagger.safetensors"
 CACHE_DIR = "feature_cache"
 MEMORY_CACHE_LIMIT = 2 * 1024**3  # bytes: larger caches go to a memmap on disk (feature_cache=auto)
