@@ -116,12 +116,12 @@ class DebertaV3PretrainingModel(ElectraPretrainingModel):
         self.config = disc
 
 
-def generator_config(config: DebertaV2Config, depth: float) -> DebertaV2Config:
+def generator_config(config: DebertaV2Config, depth: float, enhanced_mask_decoder: bool = False) -> DebertaV2Config:
     """The generator of discriminator `config`: the same width (the token table is shared) and
-    round(depth * layers) layers (at least 1), no task-head fields."""
+    round(depth * layers) layers (at least 1), no task-head fields, the enhanced mask decoder on request."""
     layers = max(1, round(config.num_hidden_layers * depth))
     return dataclasses.replace(config, num_hidden_layers=layers, extra={}, id2label=None, label2id=None,
-                               problem_type=None)
+                               problem_type=None, enhanced_mask_decoder=enhanced_mask_decoder)
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,8 @@ class DebertaV3Settings(ObjectiveSettings):
     generator_depth: float = setting(0.5, "deberta-v3: generator layers as a fraction of the discriminator's, in "
                                           "(0, 1] (its width is the discriminator's: the embeddings are shared)")
     disc_weight: float = setting(50.0, "deberta-v3: lambda, the weight of the discriminator's loss")
+    enhanced_mask_decoder: bool = setting(False, "deberta-v3: the generator predicts through DeBERTa's enhanced mask "
+                                                 "decoder (absolute positions added before its head)")
 
     def check(self) -> None:
         if not 0.0 < self.generator_depth <= 1.0:
@@ -147,8 +149,10 @@ class DebertaV3Objective(ElectraObjective):
 
     @classmethod
     def build_model(cls, config: DebertaV2Config, settings: DebertaV3Settings | None = None) -> DebertaV3PretrainingModel:
+        settings = settings or DebertaV3Settings()
         discriminator = DebertaV2ForReplacedTokenDetection(config)
-        generator = DebertaV2ForMaskedLM(generator_config(config, (settings or DebertaV3Settings()).generator_depth))
+        generator = DebertaV2ForMaskedLM(generator_config(config, settings.generator_depth,
+                                                          settings.enhanced_mask_decoder))
         with torch.no_grad():  # E_delta starts at zero: E_D = E_G
             discriminator.deberta.embeddings.word_embeddings.weight.copy_(generator.deberta.embeddings.word_embeddings.weight)
         return DebertaV3PretrainingModel(discriminator, generator)

@@ -109,12 +109,15 @@ class DisentangledSelfAttention(nn.Module):
         relative: torch.Tensor | None = None,
         rel_embeddings: torch.Tensor | None = None,
         output_attentions: bool = False,
+        query_states: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states: (B, T, H); key_keep: (B, 1, 1, T) bool, True = a real key (None: no padding);
-        relative (T, T) and rel_embeddings (2k, H) when the config has position terms.
+        """hidden_states: (B, T, H) the keys' and values' states (and the queries' unless `query_states`
+        (B, T, H) is given: the enhanced mask decoder's); key_keep: (B, 1, 1, T) bool, True = a real key
+        (None: no padding); relative (T, T) and rel_embeddings (2k, H) when the config has position terms.
         Returns the context (B, T, H) and, on request, the attention probabilities (B, heads, T, T)."""
-        query, key, value = (self._heads(proj(hidden_states)) for proj in (self.query_proj, self.key_proj,
-                                                                            self.value_proj))  # (B, heads, T, d)
+        queries = hidden_states if query_states is None else query_states
+        query = self._heads(self.query_proj(queries))  # (B, heads, T, d)
+        key, value = (self._heads(proj(hidden_states)) for proj in (self.key_proj, self.value_proj))
         bias = None
         if self.terms:
             bias = self.position_bias(query, key, relative, rel_embeddings) * self.scale  # (B, heads, T, T)

@@ -70,6 +70,7 @@ class DebertaV2Config(PretrainedConfig):
     conv_act: str = "tanh"
     cls_dropout: float | None = None  # the classifier's dropout; None: hidden_dropout_prob
     pooler_hidden_size: int | None = None  # transformers' default: hidden_size (no other value runs)
+    enhanced_mask_decoder: bool = False  # bertkit's: the MLM head runs the paper's EMD (config.json: only when true)
     model_type: str = "deberta-v2"
 
     optional_fields: ClassVar[tuple[str, ...]] = PretrainedConfig.optional_fields + ("cls_dropout", "pooler_hidden_size")
@@ -109,7 +110,15 @@ class DebertaV2Config(PretrainedConfig):
 
     @property
     def position_limit(self) -> int | None:
-        return self.max_position_embeddings if self.position_biased_input else None
+        return self.max_position_embeddings if self.position_biased_input or self.enhanced_mask_decoder else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """config.json's fields; `enhanced_mask_decoder` only when true (transformers keeps an unknown
+        field as an attribute and ignores it)."""
+        values = super().to_dict()
+        if not values.get("enhanced_mask_decoder"):
+            values.pop("enhanced_mask_decoder", None)
+        return values
 
     def validate(self) -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -147,6 +156,8 @@ class DebertaV2Config(PretrainedConfig):
         if self.position_buckets > 0 and self.position_buckets < 4:
             raise ConfigError(f"field 'position_buckets' must be at least 4 (or <= 0: no buckets), "
                               f"got {self.position_buckets!r}")
+        if not isinstance(self.enhanced_mask_decoder, bool):
+            raise ConfigError(f"field 'enhanced_mask_decoder' must be true or false, got {self.enhanced_mask_decoder!r}")
         if self.pooler_hidden_size not in (None, self.hidden_size):
             raise ConfigError(f"field 'pooler_hidden_size' must equal hidden_size ({self.hidden_size}): the pooler "
                               f"reads the first token's state, got {self.pooler_hidden_size!r}")

@@ -9,10 +9,15 @@ A layer is BERT's post-LN block around the disentangled attention (`attention.se
 
 The masked LM is transformers' `DebertaV2ForMaskedLM`: `legacy` configs hold `cls.predictions`
 (BERT's head), the others `lm_predictions.lm_head` (dense -> act -> LayerNorm -> the tied word
-embeddings + bias), the head microsoft's v3 checkpoints carry. The paper's enhanced mask decoder
-(absolute positions added to the last layer's query before the head) is not run: transformers'
-class does not run it either (its v3 configs set position_biased_input false, and the checkpoints'
-absolute `position_embeddings` are ignored on load, as here), so both compute the same function.
+embeddings + bias), the head microsoft's v3 checkpoints carry. By default the paper's enhanced mask
+decoder is not run: transformers' class does not run it either (the checkpoints' absolute
+`position_embeddings` are ignored on load, as here), so both compute the same function. With
+`config.enhanced_mask_decoder` (bertkit's field, opt-in) it is run, as microsoft's MLM code runs it
+(paper sec. 3.2): the encoder's last layer, weights shared, is applied twice more with keys and
+values from the states entering it; the first time its queries (and residual) are those states plus
+the absolute position embeddings I, the second time the first's output; the head reads the second.
+The table is `deberta.embeddings.position_embeddings` (the key microsoft's checkpoints hold it
+under), not added at the input unless `position_biased_input`.
 
 Sequence classification and multiple choice read transformers' `ContextPooler` (first token ->
 dropout -> dense -> pooler_hidden_act) at `pooler`; tagging and QA are BERT's heads over `deberta`.
@@ -38,6 +43,7 @@ from bertkit.model.outputs import (BertModelOutput, MaskedLMOutput, MultipleChoi
 from bertkit.model.pretrained import PreTrainedModel
 
 CONV_ACTIVATIONS = {"tanh": torch.tanh, **ACTIVATIONS}
+EMD_STEPS = 2  # the enhanced mask decoder's n: the last layer applied twice (the paper's and microsoft's code)
 
 
 class DebertaV2Embeddings(nn.Module):
@@ -47,6 +53,7 @@ class DebertaV2Embeddings(nn.Module):
         super().__init__()
         hidden = config.hidden_size
         self.word_embeddings = nn.Embedding(config.vocab_size, hidden, padding_idx=config.pad_token_id)
+        self.position_biased_input = config.position_biased_input  # else the table (if any) is the EMD's
         self.position_embeddings = (nn.Embedding(config.max_position_embeddings, hidden)
                                     if config.position_biased_input else None)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, hidden) if config.type_vocab_size else None
@@ -56,12 +63,8 @@ class DebertaV2Embeddings(nn.Module):
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         embeddings = self.word_embeddings(input_ids)  # (B, T, H)
-        if self.position_embeddings is not None:
-            length = input_ids.shape[1]
-            if length > self.position_embeddings.num_embeddings:
-                raise ValueError(f"sequence length {length} exceeds max_position_embeddings "
-                                 f"{self.position_embeddings.num_embeddings}; truncate the input")
-            embeddings = embeddings + self.position_embeddings.weight[:length]
+        if self.position_biased_input:
+            embeddings = embeddings + self.absolute_positions(input_ids.shape[1])
         if self.token_type_embeddings is not None:
             embeddings = embeddings + (self.token_type_embeddings.weight[0] if token_type_ids is None
                                        else self.token_type_embeddings(token_type_ids))
@@ -69,6 +72,13 @@ class DebertaV2Embeddings(nn.Module):
         if attention_mask is not None:  # padding rows zero, as transformers' (v2's convolution reads them)
             embeddings = embeddings * attention_mask.unsqueeze(-1).to(embeddings.dtype)
         return self.dropout(embeddings)
+
+    def absolute_positions(self, length: int) -> torch.Tensor:
+        """The first `length` rows of `position_embeddings`: (T, H)."""
+        if length > self.position_embeddings.num_embeddings:
+            raise ValueError(f"sequence length {length} exceeds max_position_embeddings "
+                             f"{self.position_embeddings.num_embeddings}; truncate the input")
+        return self.position_embeddings.weight[:length]
 
 
 class DebertaV2Attention(nn.Module):
@@ -87,10 +97,14 @@ class DebertaV2Layer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertSublayerOutput(config.intermediate_size, config)
 
-    def forward(self, hidden_states, key_keep, relative, rel_embeddings, output_attentions=False):
+    def forward(self, hidden_states, key_keep, relative, rel_embeddings, output_attentions=False, query_states=None):
+        """query_states (B, T, H): the queries' states (and the residual), keys and values from
+        hidden_states (the enhanced mask decoder); None: hidden_states for all three."""
         attn_out, ffn_out = self.attention.output, self.output
-        context, probs = self.attention.self(hidden_states, key_keep, relative, rel_embeddings, output_attentions)
-        hidden_states = attn_out.LayerNorm(hidden_states + attn_out.dropout(attn_out.dense(context)))
+        context, probs = self.attention.self(hidden_states, key_keep, relative, rel_embeddings, output_attentions,
+                                             query_states)
+        residual = hidden_states if query_states is None else query_states
+        hidden_states = attn_out.LayerNorm(residual + attn_out.dropout(attn_out.dense(context)))
         ffn = ffn_out.dense(self.intermediate(hidden_states))
         return ffn_out.LayerNorm(hidden_states + ffn_out.dropout(ffn)), probs  # (B, T, H)
 
@@ -135,12 +149,17 @@ class DebertaV2Encoder(nn.Module):
         table = self.rel_embeddings.weight
         return self.LayerNorm(table) if self.config.layer_norm_rel_embeddings else table
 
+    def layer_inputs(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor):
+        """What every layer reads besides its states: key_keep (B, 1, 1, T) bool or None (no padding),
+        the relative positions (T, T) and the relative table (2k, H) or None."""
+        key_keep = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        relative = relative_positions(hidden_states.shape[1], self.config, hidden_states.device)  # (T, T)
+        return key_keep, relative, self.relative_table()
+
     def forward(self, hidden_states, attention_mask, output_hidden_states=False, output_attentions=False):
         """hidden_states: (B, T, H) embeddings; attention_mask: (B, T) 1 = real token.
         Returns last (B, T, H), all hidden states (embeddings first) and attentions, or None."""
-        key_keep = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-        relative = relative_positions(hidden_states.shape[1], self.config, hidden_states.device)  # (T, T)
-        table = self.relative_table()
+        key_keep, relative, table = self.layer_inputs(hidden_states, attention_mask)
         all_hidden = [hidden_states] if output_hidden_states else None
         attentions = [] if output_attentions else None
         embeddings = hidden_states
@@ -242,6 +261,9 @@ class DebertaV2ForMaskedLM(DebertaV2PreTrainedModel):
             self.cls = BertOnlyMLMHead(config)
         else:
             self.lm_predictions = DebertaV2OnlyMLMHead(config)
+        embeddings = self.deberta.embeddings
+        if config.enhanced_mask_decoder and embeddings.position_embeddings is None:  # the EMD's I, this head's only
+            embeddings.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.init_weights()
 
     @property
@@ -260,11 +282,27 @@ class DebertaV2ForMaskedLM(DebertaV2PreTrainedModel):
         """labels: (B, T) original ids at masked positions, -100 elsewhere. logits: (B, T, V)
         without labels; with them (N, V) at the N labelled positions only (row-major, listed in
         `masked_positions`), as bertkit's other MLM heads; loss: their mean cross-entropy."""
+        emd = self.config.enhanced_mask_decoder
         out = self.deberta(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                           output_hidden_states=output_hidden_states, output_attentions=output_attentions)
-        loss, logits, positions = masked_lm(self.vocabulary_head, out.last_hidden_state,
+                           output_hidden_states=output_hidden_states or emd, output_attentions=output_attentions)
+        states = out.last_hidden_state
+        if emd:
+            mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+            states = self.enhanced_mask_decoder(out.hidden_states[-2], mask)
+        loss, logits, positions = masked_lm(self.vocabulary_head, states,
                                             self.deberta.embeddings.word_embeddings.weight, labels, self.static_budget())
-        return MaskedLMOutput(loss, logits, positions, out.hidden_states, out.attentions)
+        return MaskedLMOutput(loss, logits, positions, out.hidden_states if output_hidden_states else None,
+                              out.attentions)
+
+    def enhanced_mask_decoder(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The EMD (module docstring): hidden_states (B, T, H) entering the encoder's last layer,
+        attention_mask (B, T) -> the states the head reads (B, T, H)."""
+        encoder = self.deberta.encoder
+        key_keep, relative, table = encoder.layer_inputs(hidden_states, attention_mask)
+        query = hidden_states + self.deberta.embeddings.absolute_positions(hidden_states.shape[1])  # H + I
+        for _ in range(EMD_STEPS):
+            query, _ = encoder.layer[-1](hidden_states, key_keep, relative, table, query_states=query)
+        return query
 
 
 # ---- fine-tuning heads -------------------------------------------------------------------
