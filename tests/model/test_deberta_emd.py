@@ -105,11 +105,12 @@ def test_gradients_reach_the_position_table():
     assert grad is not None and grad[:T].abs().sum() > 0 and grad[T:].abs().sum() == 0  # rows past T unused
 
 
-def test_objective_setting_builds_an_emd_generator():
+def test_objective_setting_builds_an_emd_generator_by_default():
     config = _config()
-    model = DebertaV3Objective.build_model(config, DebertaV3Settings(enhanced_mask_decoder=True))
+    model = DebertaV3Objective.build_model(config)
     assert model.generator.config.enhanced_mask_decoder and not model.discriminator.config.enhanced_mask_decoder
-    assert not DebertaV3Objective.build_model(config).generator.config.enhanced_mask_decoder
+    plain = DebertaV3Objective.build_model(config, DebertaV3Settings(enhanced_mask_decoder=False))
+    assert not plain.generator.config.enhanced_mask_decoder and TABLE not in plain.generator.state_dict()
 
 
 def test_two_step_pretraining_with_emd(tmp_path):
@@ -124,7 +125,7 @@ def test_two_step_pretraining_with_emd(tmp_path):
             for x in ("--set", f"model.{name}={value}")]
     assert main(["pretrain", "--objective", "deberta-v3", "--preset", "deberta-tiny", "--data", str(data), "--output-dir",
                  str(run), *tiny, "--set", "progress=false", "--set", "tensorboard=false", "--set", "batch_size=4",
-                 "--set", "max_steps=2", "--set", "eval_steps=2", "--set", "objective.enhanced_mask_decoder=true"]) == 0
+                 "--set", "max_steps=2", "--set", "eval_steps=2"]) == 0  # the EMD: deberta-v3's default
     generator = DebertaV2ForMaskedLM.from_pretrained(run / "final" / "generator")
     assert generator.config.enhanced_mask_decoder and TABLE in generator.state_dict()
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]

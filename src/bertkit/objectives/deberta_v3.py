@@ -4,7 +4,8 @@ gradient-disentangled embedding sharing (GDES).
 Everything but the embedding sharing is ELECTRA's objective (bertkit.objectives.electra: the
 corruption, the generator's samples, the loss L_MLM + disc_weight * L_RTD, the metrics), with a
 DeBERTa-v2 generator (`DebertaV2ForMaskedLM`, the discriminator's width and `generator_depth` of its
-layers, as the paper's half-depth generators) and a DeBERTa-v2 discriminator with the replaced-token
+layers, as the paper's half-depth generators; with the enhanced mask decoder unless
+`objective.enhanced_mask_decoder=false`) and a DeBERTa-v2 discriminator with the replaced-token
 head of microsoft's released code (`mask_predictions`).
 
 GDES: ELECTRA shares one embedding table, so the discriminator's loss pulls the token embeddings
@@ -129,8 +130,11 @@ class DebertaV3Settings(ObjectiveSettings):
     generator_depth: float = setting(0.5, "deberta-v3: generator layers as a fraction of the discriminator's, in "
                                           "(0, 1] (its width is the discriminator's: the embeddings are shared)")
     disc_weight: float = setting(50.0, "deberta-v3: lambda, the weight of the discriminator's loss")
-    enhanced_mask_decoder: bool = setting(False, "deberta-v3: the generator predicts through DeBERTa's enhanced mask "
-                                                 "decoder (absolute positions added before its head)")
+    # on by default: the paper's and microsoft's generator run it, and at deberta-tiny it took the held-out
+    # generator MLM loss from 5.33 to 4.80 in 300 steps (experiments/results/deberta_emd.jsonl)
+    enhanced_mask_decoder: bool = setting(True, "deberta-v3: the generator predicts through DeBERTa's enhanced mask "
+                                                "decoder (absolute positions added before its head; false: "
+                                                "transformers' DebertaV2ForMaskedLM function)")
 
     def check(self) -> None:
         if not 0.0 < self.generator_depth <= 1.0:
