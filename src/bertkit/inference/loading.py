@@ -228,11 +228,12 @@ def load_encoder(directory: str | os.PathLike, device: str | None = None, tokeni
     from bertkit.tasks.feature_tagger import FeatureTaggerConfig, is_feature_tagger
 
     precision = check_precision(precision)
-    tokenizer = tokenizer or Tokenizer.from_pretrained(directory)
+    tokenizer_dir = directory
     if is_feature_tagger(directory):  # a head on frozen features: its encoder is the one it names, unchanged
         directory = FeatureTaggerConfig.load(directory).encoder
     modules = read_sentence_modules(directory)  # first: an unsupported pipeline fails before loading
     model = place(family_of(directory).embedder_class().from_pretrained(directory), device, precision)
+    tokenizer = tokenizer or Tokenizer.from_pretrained(tokenizer_dir)
     return LoadedModel(Path(directory), model, tokenizer, sentence_modules=modules, precision=precision)
 
 
