@@ -1,6 +1,7 @@
 """DeBERTa's enhanced mask decoder on the deberta-v3 generator: the same tiny run (deberta-tiny, 300 steps,
 64-token packed WikiText-2 valid split with its own held-out part, seed 1, one thread) with
-`objective.enhanced_mask_decoder` false and true; the held-out generator MLM loss decides the default.
+`objective.enhanced_mask_decoder` false and true, and true with the absolute positions zeroed (the
+extra layer applications alone); the held-out generator MLM loss decides the default.
 
     python experiments/deberta_emd.py --work W [--steps 300]   # both arms one after the other
     python experiments/deberta_emd.py --work W --collect      # record arms run elsewhere (W/runs/emd_{off,on}, W/*.done)
@@ -24,11 +25,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "experiments" / "results" / "deberta_emd.jsonl"
-ARMS = {"emd_off": "false", "emd_on": "true"}
+ARMS = {"emd_off": "false", "emd_on": "true", "emd_no_positions": "true"}
+# the control: the EMD's extra layer applications without the absolute positions (I = 0): depth alone
+NO_POSITIONS = ("import sys, torch; from bertkit.model.deberta.modeling import DebertaV2Embeddings as E; "
+                "E.absolute_positions = lambda self, n: torch.zeros_like(self.position_embeddings.weight[:n]); "
+                "from bertkit.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 def command(work: Path, arm: str, steps: int) -> list[str]:
-    return [sys.executable, "-m", "bertkit", "pretrain", "--objective", "deberta-v3", "--preset", "deberta-tiny",
+    runner = ["-c", NO_POSITIONS] if arm == "emd_no_positions" else ["-m", "bertkit"]
+    return [sys.executable, *runner, "pretrain", "--objective", "deberta-v3", "--preset", "deberta-tiny",
             "--data", str(work / "data"), "--output-dir", str(work / "runs" / arm), "--overwrite", "--threads", "1",
             "--seed", "1", "--set", f"max_steps={steps}", "--set", f"eval_steps={steps // 3}", "--set",
             "save_checkpoints=false", "--set", "progress=false", "--set", "tensorboard=false",
@@ -38,7 +44,8 @@ def command(work: Path, arm: str, steps: int) -> list[str]:
 def record(work: Path, arm: str, seconds: float | None, load: list[float] | None) -> dict:
     rows = [json.loads(line) for line in (work / "runs" / arm / "metrics.jsonl").read_text().splitlines() if line.strip()]
     evals = [r for r in rows if "eval_mlm_loss" in r]
-    return {"arm": arm, "enhanced_mask_decoder": ARMS[arm] == "true", "preset": "deberta-tiny",
+    return {"arm": arm, "enhanced_mask_decoder": ARMS[arm] == "true", "positions": arm != "emd_no_positions",
+            "preset": "deberta-tiny",
             "steps": max(r["step"] for r in rows),
             "eval": {r["step"]: {"mlm_loss": round(r["eval_mlm_loss"], 4), "mlm_accuracy": round(r["eval_mlm_accuracy"], 2),
                                  "disc_accuracy": round(r["eval_disc_accuracy"], 2)} for r in evals},
@@ -48,7 +55,7 @@ def record(work: Path, arm: str, seconds: float | None, load: list[float] | None
 def collect(work: Path) -> list[dict]:
     """Arms run by a shell loop: W/<arm>.done holds 'rc=0 seconds=S load=A-B'."""
     out = []
-    for arm in ARMS:
+    for arm in [a for a in ARMS if (work / f"{a}.done").exists()]:
         fields = dict(x.split("=", 1) for x in (work / f"{arm}.done").read_text().split())
         out.append(record(work, arm, round(float(fields["seconds"]), 1), [float(x) for x in fields["load"].split("-")]))
     return out
@@ -60,7 +67,8 @@ def table() -> str:
     for line in RESULTS.read_text().splitlines():
         r = json.loads(line)
         for step, e in r["eval"].items():
-            lines.append(f"| {'EMD' if r['enhanced_mask_decoder'] else 'plain'} | {step} | {e['mlm_loss']:.3f} | "
+            name = ("EMD" if r.get("positions", True) else "EMD, I = 0") if r["enhanced_mask_decoder"] else "plain"
+            lines.append(f"| {name} | {step} | {e['mlm_loss']:.3f} | "
                          f"{e['mlm_accuracy']:.1f} | {e['disc_accuracy']:.1f} | {r['seconds']:.0f} "
                          f"({'-'.join(str(x) for x in r['load_average'])}) |")
     return "\n".join(lines)
