@@ -32,20 +32,24 @@ NO_POSITIONS = ("import sys, torch; from bertkit.model.deberta.modeling import D
                 "from bertkit.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
-def command(work: Path, arm: str, steps: int) -> list[str]:
+def run_name(arm: str, seed: int) -> str:
+    return arm if seed == 1 else f"{arm}-s{seed}"
+
+
+def command(work: Path, arm: str, steps: int, seed: int = 1) -> list[str]:
     runner = ["-c", NO_POSITIONS] if arm == "emd_no_positions" else ["-m", "bertkit"]
     return [sys.executable, *runner, "pretrain", "--objective", "deberta-v3", "--preset", "deberta-tiny",
-            "--data", str(work / "data"), "--output-dir", str(work / "runs" / arm), "--overwrite", "--threads", "1",
-            "--seed", "1", "--set", f"max_steps={steps}", "--set", f"eval_steps={steps // 3}", "--set",
+            "--data", str(work / "data"), "--output-dir", str(work / "runs" / run_name(arm, seed)), "--overwrite",
+            "--threads", "1", "--seed", str(seed), "--set", f"max_steps={steps}", "--set", f"eval_steps={steps // 3}", "--set",
             "save_checkpoints=false", "--set", "progress=false", "--set", "tensorboard=false",
             "--set", f"objective.enhanced_mask_decoder={ARMS[arm]}"]
 
 
-def record(work: Path, arm: str, seconds: float | None, load: list[float] | None) -> dict:
-    rows = [json.loads(line) for line in (work / "runs" / arm / "metrics.jsonl").read_text().splitlines() if line.strip()]
+def record(work: Path, arm: str, seconds: float | None, load: list[float] | None, seed: int = 1) -> dict:
+    rows = [json.loads(line) for line in (work / "runs" / run_name(arm, seed) / "metrics.jsonl").read_text().splitlines() if line.strip()]
     evals = [r for r in rows if "eval_mlm_loss" in r]
     return {"arm": arm, "enhanced_mask_decoder": ARMS[arm] == "true", "positions": arm != "emd_no_positions",
-            "preset": "deberta-tiny",
+            "preset": "deberta-tiny", "seed": seed,
             "steps": max(r["step"] for r in rows),
             "eval": {r["step"]: {"mlm_loss": round(r["eval_mlm_loss"], 4), "mlm_accuracy": round(r["eval_mlm_accuracy"], 2),
                                  "disc_accuracy": round(r["eval_disc_accuracy"], 2)} for r in evals},
@@ -53,22 +57,24 @@ def record(work: Path, arm: str, seconds: float | None, load: list[float] | None
 
 
 def collect(work: Path) -> list[dict]:
-    """Arms run by a shell loop: W/<arm>.done holds 'rc=0 seconds=S load=A-B'."""
+    """Arms run by a shell loop: W/<arm>[-s<seed>].done holds 'rc=0 seconds=S load=A-B'."""
     out = []
-    for arm in [a for a in ARMS if (work / f"{a}.done").exists()]:
-        fields = dict(x.split("=", 1) for x in (work / f"{arm}.done").read_text().split())
-        out.append(record(work, arm, round(float(fields["seconds"]), 1), [float(x) for x in fields["load"].split("-")]))
+    for seed in (1, 2, 3):
+        for arm in [a for a in ARMS if (work / f"{run_name(a, seed)}.done").exists()]:
+            fields = dict(x.split("=", 1) for x in (work / f"{run_name(arm, seed)}.done").read_text().split())
+            out.append(record(work, arm, round(float(fields["seconds"]), 1),
+                              [float(x) for x in fields["load"].split("-")], seed))
     return out
 
 
 def table() -> str:
-    lines = ["| generator | step | held-out MLM loss | MLM acc % | disc. acc % | wall s (load avg) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| generator | seed | step | held-out MLM loss | MLM acc % | disc. acc % | wall s (load avg) |",
+             "|---|---|---|---|---|---|---|"]
     for line in RESULTS.read_text().splitlines():
         r = json.loads(line)
         for step, e in r["eval"].items():
             name = ("EMD" if r.get("positions", True) else "EMD, I = 0") if r["enhanced_mask_decoder"] else "plain"
-            lines.append(f"| {name} | {step} | {e['mlm_loss']:.3f} | "
+            lines.append(f"| {name} | {r.get('seed', 1)} | {step} | {e['mlm_loss']:.3f} | "
                          f"{e['mlm_accuracy']:.1f} | {e['disc_accuracy']:.1f} | {r['seconds']:.0f} "
                          f"({'-'.join(str(x) for x in r['load_average'])}) |")
     return "\n".join(lines)
