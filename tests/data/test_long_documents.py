@@ -57,3 +57,10 @@ def test_pretrain_max_seq_length_sets_the_position_table(tokenizer_dir, tmp_path
     assert main([*run, "--max-seq-length", "2048", "--output-dir", str(tmp_path / "short")]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "max_seq_length 4096 exceeds the model's max_position_embeddings 2048" in err
+
+
+def test_pretrain_max_seq_length_must_be_positive(tmp_path, capsys):
+    """The flag is named as the user typed it, before any data is read."""
+    assert main(["pretrain", "--objective", "mlm", "--preset", "bigbird-tiny", "--data", str(tmp_path),
+                 "--output-dir", str(tmp_path / "out"), "--max-seq-length", "0"]) != 0
+    assert capsys.readouterr().err.strip() == "bertkit: error: --max-seq-length: must be a positive number of positions, got 0"

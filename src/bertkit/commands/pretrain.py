@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             values[name] = getattr(args, name)
     if args.no_progress:
         values["progress"] = False
+    if args.max_seq_length is not None and args.max_seq_length <= 0:  # named as typed, not as the config field
+        raise ConfigError(f"--max-seq-length: must be a positive number of positions, got {args.max_seq_length}")
     positions = [] if args.max_seq_length is None else [f"model.max_position_embeddings={args.max_seq_length}"]
     overrides = parse_set_arguments([*positions, *(args.set or [])])  # --set still wins
     if args.budget is not None:
